@@ -1,0 +1,331 @@
+//! The `weft` command-line interface (clap): `check`, `fmt` and `run`.
+//! Exit codes: 0 success, 1 bad input (with a message naming the place), 2 usage.
+
+use crate::npy;
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use weft_ir::interp::{Input, Interpreter};
+use weft_ir::konst::parse_lane;
+use weft_ir::{Const, HostArray, Module, ParamKind, Program};
+
+/// weft: a data-parallel JIT compiler with its own typed SSA IR.
+#[derive(Parser, Debug)]
+#[command(name = "weft", version, about)]
+pub struct Cli {
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Parse and verify .weft files; print every error with file:line:col.
+    Check {
+        /// Files to check.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Print a .weft file in canonical form.
+    Fmt {
+        /// The file.
+        file: PathBuf,
+    },
+    /// Run a program over arrays (DESIGN §5) and print or save its outputs.
+    Run {
+        /// The .weft file.
+        file: PathBuf,
+        /// Program to run (name without @); needed when the file has several.
+        #[arg(long)]
+        program: Option<String>,
+        /// Backend: `interp` (the reference interpreter).
+        #[arg(long, default_value = "interp")]
+        backend: String,
+        /// An input: NAME=PATH.npy (varying or array parameter), NAME=NUMBER or
+        /// NAME=N1,N2,.. (uniform scalar or tuple).
+        #[arg(long = "in", value_name = "NAME=VALUE")]
+        inputs: Vec<String>,
+        /// Save an output: NAME=PATH.npy (NAME is the output's name or position).
+        #[arg(long = "out", value_name = "NAME=PATH")]
+        outputs: Vec<String>,
+        /// Launch shape (e.g. 64,64) for a program with no varying input.
+        #[arg(long, value_delimiter = ',')]
+        shape: Option<Vec<usize>>,
+        /// Ops one element may execute before the run stops (runaway-loop guard).
+        #[arg(long, default_value_t = weft_ir::interp::DEFAULT_FUEL)]
+        fuel: u64,
+    },
+}
+
+/// A CLI failure: a message for stderr; exit code 1.
+#[derive(Debug)]
+pub struct CliError(pub String);
+
+impl<T: Into<String>> From<T> for CliError {
+    fn from(s: T) -> CliError {
+        CliError(s.into())
+    }
+}
+
+/// Runs the CLI on the process arguments and returns the exit code. Never panics on input:
+/// a panic would be a weft bug, and is reported as an internal error with exit code 1.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("error: internal error (a bug in weft, please report it): {info}");
+    }));
+    match std::panic::catch_unwind(|| run(cli)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(CliError(msg))) => {
+            eprint!("{msg}");
+            if !msg.ends_with('\n') {
+                eprintln!();
+            }
+            1
+        }
+        Err(_) => 1,
+    }
+}
+
+/// Executes one parsed command.
+pub fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Command::Check { files } => {
+            let mut failed = false;
+            for f in &files {
+                match load(f) {
+                    Ok(m) => println!("{}: ok ({} program(s))", f.display(), m.programs.len()),
+                    Err(CliError(msg)) => {
+                        eprint!("{msg}");
+                        failed = true;
+                    }
+                }
+            }
+            if failed {
+                Err(CliError(String::new()))
+            } else {
+                Ok(())
+            }
+        }
+        Command::Fmt { file } => {
+            let (src, name) = read_source(&file)?;
+            let m = weft_ir::parse_module(&src).map_err(|e| weft_ir::render(&e.0, &name, &src))?;
+            print!("{}", weft_ir::print_module(&m));
+            Ok(())
+        }
+        Command::Run {
+            file,
+            program,
+            backend,
+            inputs,
+            outputs,
+            shape,
+            fuel,
+        } => {
+            if backend != "interp" {
+                return Err(format!(
+                    "error: backend `{backend}` is not available in this build (available: interp)"
+                )
+                .into());
+            }
+            let m = load(&file)?;
+            let p = choose_program(&m, program.as_deref(), &file)?;
+            let ins = bind_inputs(p, &inputs)?;
+            let mut interp = Interpreter::new(&m);
+            interp.fuel = fuel;
+            let outs = interp
+                .apply(&p.name, &ins, shape.as_deref())
+                .map_err(|e| format!("error: {e}"))?;
+            let mut saved = vec![false; outs.len()];
+            for spec in &outputs {
+                let (name, path) = split_eq(spec, "--out")?;
+                let i = p.output_index(name).ok_or_else(|| {
+                    format!(
+                        "error: --out {spec}: @{} has no output `{name}` (outputs: {})",
+                        p.name,
+                        (0..p.outputs.len())
+                            .map(|i| p.output_name(i))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })?;
+                npy::write_npy(Path::new(path), &outs[i]).map_err(|e| format!("error: {e}"))?;
+                saved[i] = true;
+            }
+            if outputs.is_empty() {
+                for (i, a) in outs.iter().enumerate() {
+                    println!("{}", summary(&p.output_name(i), a));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn read_source(path: &Path) -> Result<(String, String), CliError> {
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| format!("error: {name}: {e}"))?;
+    match String::from_utf8(bytes) {
+        Ok(s) => Ok((s, name)),
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let prefix = std::str::from_utf8(&e.as_bytes()[..valid]).unwrap_or("");
+            let (line, col) = weft_ir::diag::line_col(prefix, valid);
+            Err(format!(
+                "{name}:{line}:{col}: error: the file is not UTF-8 text (invalid byte at offset {valid})\n"
+            )
+            .into())
+        }
+    }
+}
+
+/// Reads, parses and verifies a module; errors are rendered with file:line:col and a snippet.
+pub fn load(path: &Path) -> Result<Module, CliError> {
+    let (src, name) = read_source(path)?;
+    weft_ir::parse_and_verify(&src).map_err(|e| weft_ir::render(&e.0, &name, &src).into())
+}
+
+fn choose_program<'m>(
+    m: &'m Module,
+    name: Option<&str>,
+    file: &Path,
+) -> Result<&'m Program, CliError> {
+    let names = || {
+        m.programs
+            .iter()
+            .map(|p| format!("@{}", p.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match name {
+        Some(n) => {
+            let n = n.trim_start_matches('@');
+            m.get(n).ok_or_else(|| {
+                format!(
+                    "error: --program {n}: {} has no such program (it has {})",
+                    file.display(),
+                    names()
+                )
+                .into()
+            })
+        }
+        None if m.programs.len() == 1 => Ok(&m.programs[0]),
+        None => Err(format!(
+            "error: {} has {} programs ({}); choose one with --program",
+            file.display(),
+            m.programs.len(),
+            names()
+        )
+        .into()),
+    }
+}
+
+fn split_eq<'a>(spec: &'a str, flag: &str) -> Result<(&'a str, &'a str), CliError> {
+    spec.split_once('=')
+        .map(|(a, b)| (a.trim_start_matches('%'), b))
+        .ok_or_else(|| format!("error: {flag} {spec}: expected NAME=VALUE").into())
+}
+
+fn bind_inputs(p: &Program, specs: &[String]) -> Result<Vec<Input>, CliError> {
+    let mut ins: Vec<Option<Input>> = vec![None; p.params.len()];
+    for spec in specs {
+        let (name, value) = split_eq(spec, "--in")?;
+        let i = p.param_index(name).ok_or_else(|| {
+            let all: Vec<String> = (0..p.params.len())
+                .map(|i| p.param_name(i).to_string())
+                .collect();
+            format!(
+                "error: --in {spec}: @{} has no input `{name}` (inputs: {})",
+                p.name,
+                all.join(", ")
+            )
+        })?;
+        let par = p.params[i];
+        let ty = p.ty(par.value);
+        let bad = |m: String| CliError(format!("error: --in {name}: {m}"));
+        let input = match par.kind {
+            ParamKind::Uniform => {
+                let (s, n) = ty.lanes().ok_or_else(|| bad("not a value type".into()))?;
+                let parts: Vec<&str> = value.split(',').map(str::trim).collect();
+                if parts.len() != n as usize {
+                    return Err(bad(format!(
+                        "uniform of type {ty} needs {n} comma-separated number(s), got `{value}`"
+                    )));
+                }
+                let mut lanes = Vec::new();
+                for part in parts {
+                    let (neg, text) = match part.strip_prefix('-') {
+                        Some(t) => (true, t),
+                        None => (false, part),
+                    };
+                    lanes.push(parse_lane(s, neg, text).map_err(bad)?);
+                }
+                Input::Uniform(Const::from_lanes(ty, &lanes))
+            }
+            ParamKind::Varying | ParamKind::Array => {
+                let path = Path::new(value);
+                if !value.ends_with(".npy") && !path.exists() {
+                    return Err(bad(format!(
+                        "is a {} input of type {ty}: give a .npy file, not `{value}`",
+                        if par.kind == ParamKind::Array {
+                            "array"
+                        } else {
+                            "varying"
+                        }
+                    )));
+                }
+                let data = npy::read_npy(path).map_err(|e| bad(e.to_string()))?;
+                let (elem, dims) = match ty.array_parts() {
+                    Some((d, e, _)) => (e, Some(d as usize)),
+                    None => (ty, None),
+                };
+                let arr = npy::to_host_array(data, elem, dims)
+                    .map_err(|m| bad(format!("{value}: {m}")))?;
+                Input::Array(Arc::new(arr))
+            }
+        };
+        ins[i] = Some(input);
+    }
+    let missing: Vec<String> = ins
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| x.is_none())
+        .map(|(i, _)| p.param_name(i).to_string())
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!("error: @{} needs --in for: {}", p.name, missing.join(", ")).into());
+    }
+    Ok(ins.into_iter().flatten().collect())
+}
+
+/// One line describing an output: shape, dtype, first values and an FNV-1a checksum of its
+/// little-endian bytes.
+pub fn summary(name: &str, a: &HostArray) -> String {
+    let (s, lanes) = a.elem.lanes().unwrap_or((weft_ir::ScalarType::F32, 1));
+    let mut shape = a.shape.clone();
+    if lanes > 1 {
+        shape.push(lanes as usize);
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in &a.data {
+        for byte in b.to_le_bytes().iter().take(s.bytes()) {
+            h = (h ^ *byte as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    let first: Vec<String> = (0..a.len().min(6)).map(|i| a.get(i).to_string()).collect();
+    let more = if a.len() > 6 { ", ..." } else { "" };
+    format!(
+        "{name}: shape {:?} {} [{}{more}] checksum {h:016x}",
+        shape,
+        npy::dtype_str(s),
+        first.join(", ")
+    )
+}

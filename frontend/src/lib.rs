@@ -1,0 +1,11 @@
+//! weft: a data-parallel JIT in the RapidMind / Sh model. This crate is the public library
+//! (re-exports of the IR, npy I/O, and the `weft` CLI's implementation).
+
+pub mod cli;
+pub mod npy;
+
+pub use weft_ir as ir;
+pub use weft_ir::{
+    builder::ProgramBuilder, parse_module, print_module, verify_module, Const, HostArray, Module,
+    Program, ScalarType, Type,
+};

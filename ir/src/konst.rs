@@ -1,0 +1,257 @@
+//! Constants: typed scalar and tuple literals stored as raw bits, with exact text round-trip.
+
+use crate::types::{ScalarType, Type};
+use half::f16;
+use std::fmt;
+
+/// A scalar or tuple constant. Each lane holds the value's bits zero-extended to 64 bits
+/// (`i8 -1` is `0xff`, `f32 1.0` is `0x3f80_0000`, `true` is `1`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Const {
+    /// The scalar or tuple type.
+    pub ty: Type,
+    /// Lane bits; lanes past the type's lane count are zero.
+    pub lanes: [u64; 4],
+}
+
+/// Masks `bits` to the width of `s` (the canonical lane representation).
+pub fn canon(s: ScalarType, bits: u64) -> u64 {
+    match s.bits() {
+        64 => bits,
+        1 => bits & 1,
+        w => bits & ((1u64 << w) - 1),
+    }
+}
+
+/// Sign-extends a canonical lane of a signed type to i64 (zero-extends unsigned ones).
+pub fn lane_i64(s: ScalarType, bits: u64) -> i64 {
+    match s {
+        ScalarType::I8 => bits as u8 as i8 as i64,
+        ScalarType::I16 => bits as u16 as i16 as i64,
+        ScalarType::I32 => bits as u32 as i32 as i64,
+        _ => bits as i64,
+    }
+}
+
+/// The value of a float lane as f64 (exact for every float type).
+pub fn lane_f64(s: ScalarType, bits: u64) -> f64 {
+    match s {
+        ScalarType::F16 => f16::from_bits(bits as u16).to_f64(),
+        ScalarType::F32 => f32::from_bits(bits as u32) as f64,
+        _ => f64::from_bits(bits),
+    }
+}
+
+impl Const {
+    /// A constant of scalar or tuple type `ty` from lane bits (missing lanes are zero).
+    pub fn from_lanes(ty: Type, lanes: &[u64]) -> Const {
+        let mut l = [0u64; 4];
+        let s = ty.elem_scalar();
+        for (d, &b) in l.iter_mut().zip(lanes) {
+            *d = canon(s, b);
+        }
+        Const { ty, lanes: l }
+    }
+
+    /// A scalar constant.
+    pub fn scalar(s: ScalarType, bits: u64) -> Const {
+        Const::from_lanes(Type::scalar(s), &[bits])
+    }
+
+    /// An `f32` constant.
+    pub fn f32(x: f32) -> Const {
+        Const::scalar(ScalarType::F32, x.to_bits() as u64)
+    }
+
+    /// An `f64` constant.
+    pub fn f64(x: f64) -> Const {
+        Const::scalar(ScalarType::F64, x.to_bits())
+    }
+
+    /// An `i32` constant.
+    pub fn i32(x: i32) -> Const {
+        Const::scalar(ScalarType::I32, x as u32 as u64)
+    }
+
+    /// A `bool` constant.
+    pub fn bool(x: bool) -> Const {
+        Const::scalar(ScalarType::Bool, x as u64)
+    }
+
+    /// The zero value of a scalar or tuple type (all lanes zero bits).
+    pub fn zero(ty: Type) -> Const {
+        Const { ty, lanes: [0; 4] }
+    }
+
+    /// Number of lanes (1 for a scalar).
+    pub fn lane_count(&self) -> usize {
+        self.ty.lanes().map_or(1, |(_, n)| n as usize)
+    }
+
+    /// The lanes in use.
+    pub fn lane_bits(&self) -> &[u64] {
+        &self.lanes[..self.lane_count()]
+    }
+}
+
+/// Formats one lane as a literal that parses back to the same bits.
+pub fn fmt_lane(f: &mut impl fmt::Write, s: ScalarType, bits: u64) -> fmt::Result {
+    match s {
+        ScalarType::Bool => write!(f, "{}", bits != 0),
+        ScalarType::I8 | ScalarType::I16 | ScalarType::I32 | ScalarType::I64 => {
+            write!(f, "{}", lane_i64(s, bits))
+        }
+        ScalarType::U8 | ScalarType::U16 | ScalarType::U32 | ScalarType::U64 => {
+            write!(f, "{bits}")
+        }
+        ScalarType::F16 => {
+            let x = f16::from_bits(bits as u16);
+            if x.is_nan() {
+                fmt_nan(f, bits, f16::NAN.to_bits() as u64, 15)
+            } else {
+                fmt_float(f, x.to_f32() as f64, format!("{:?}", x.to_f32()))
+            }
+        }
+        ScalarType::F32 => {
+            let x = f32::from_bits(bits as u32);
+            if x.is_nan() {
+                fmt_nan(f, bits, f32::NAN.to_bits() as u64, 31)
+            } else {
+                fmt_float(f, x as f64, format!("{x:?}"))
+            }
+        }
+        ScalarType::F64 => {
+            let x = f64::from_bits(bits);
+            if x.is_nan() {
+                fmt_nan(f, bits, f64::NAN.to_bits(), 63)
+            } else {
+                fmt_float(f, x, format!("{x:?}"))
+            }
+        }
+    }
+}
+
+fn fmt_float(f: &mut impl fmt::Write, x: f64, shortest: String) -> fmt::Result {
+    if x.is_infinite() {
+        f.write_str(if x > 0.0 { "inf" } else { "-inf" })
+    } else {
+        f.write_str(&shortest)
+    }
+}
+
+fn fmt_nan(f: &mut impl fmt::Write, bits: u64, canonical: u64, sign_bit: u32) -> fmt::Result {
+    if bits == canonical {
+        f.write_str("nan")
+    } else if bits == canonical | (1 << sign_bit) {
+        f.write_str("-nan")
+    } else {
+        write!(f, "nan:{bits:#x}")
+    }
+}
+
+impl fmt::Display for Const {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.ty.elem_scalar();
+        let lanes = self.lane_bits();
+        if lanes.len() == 1 {
+            return fmt_lane(f, s, lanes[0]);
+        }
+        f.write_str("(")?;
+        for (i, &b) in lanes.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            fmt_lane(f, s, b)?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// Parses one lane literal for scalar type `s`: `true`/`false`, a decimal or `0x` hex
+/// integer (range-checked), a decimal float, `inf`, `-inf`, `nan`, `-nan`, or
+/// `nan:0xBITS` (a NaN with an explicit bit pattern).
+/// `neg` says a `-` sign token preceded `text`. Errors are messages for the caller to locate.
+pub fn parse_lane(s: ScalarType, neg: bool, text: &str) -> Result<u64, String> {
+    let bad = || {
+        format!(
+            "`{}{text}` is not a valid {s} literal",
+            if neg { "-" } else { "" }
+        )
+    };
+    match s {
+        ScalarType::Bool => match (neg, text) {
+            (false, "true") => Ok(1),
+            (false, "false") => Ok(0),
+            _ => Err(bad()),
+        },
+        _ if s.is_int() => {
+            let mag: u128 = if let Some(h) = text.strip_prefix("0x") {
+                u128::from_str_radix(&h.replace('_', ""), 16).map_err(|_| bad())?
+            } else {
+                text.replace('_', "").parse::<u128>().map_err(|_| bad())?
+            };
+            let w = s.bits();
+            if s.is_signed_int() {
+                let v: i128 = if neg { -(mag as i128) } else { mag as i128 };
+                let lo = -(1i128 << (w - 1));
+                let hi = (1i128 << (w - 1)) - 1;
+                if v < lo || v > hi || mag > u64::MAX as u128 * 2 {
+                    return Err(format!("{}: out of range for {s}", bad()));
+                }
+                Ok(canon(s, v as i64 as u64))
+            } else {
+                if neg && mag != 0 {
+                    return Err(format!("{}: negative value for unsigned {s}", bad()));
+                }
+                if mag > (u64::MAX >> (64 - w)) as u128 {
+                    return Err(format!("{}: out of range for {s}", bad()));
+                }
+                Ok(mag as u64)
+            }
+        }
+        _ => {
+            let sign_bit = s.bits() - 1;
+            if let Some(h) = text.strip_prefix("nan:0x") {
+                let b = u64::from_str_radix(h, 16).map_err(|_| bad())?;
+                let b = if neg { b | (1 << sign_bit) } else { b };
+                if canon(s, b) != b || !lane_f64(s, b).is_nan() {
+                    return Err(format!("{}: not a {s} NaN bit pattern", bad()));
+                }
+                return Ok(b);
+            }
+            let x: f64 = match text {
+                "inf" => f64::INFINITY,
+                "nan" => f64::NAN,
+                _ => {
+                    let ok = text.bytes().all(|c| {
+                        c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'+' | b'-')
+                    }) && text.as_bytes().first().is_some_and(u8::is_ascii_digit);
+                    if !ok {
+                        return Err(bad());
+                    }
+                    // Parse at the target precision directly, so decimals round once.
+                    return Ok(match s {
+                        ScalarType::F32 => {
+                            let v: f32 = text.parse().map_err(|_| bad())?;
+                            (if neg { -v } else { v }).to_bits() as u64
+                        }
+                        ScalarType::F64 => {
+                            let v: f64 = text.parse().map_err(|_| bad())?;
+                            (if neg { -v } else { v }).to_bits()
+                        }
+                        _ => {
+                            let v: f16 = text.parse().map_err(|_| bad())?;
+                            (if neg { -v } else { v }).to_bits() as u64
+                        }
+                    });
+                }
+            };
+            let x = if neg { -x } else { x };
+            Ok(match s {
+                ScalarType::F16 => f16::from_f64(x).to_bits() as u64,
+                ScalarType::F32 => (x as f32).to_bits() as u64,
+                _ => x.to_bits(),
+            })
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! weft-ir: weft's typed SSA IR with structured control flow — types, entities, op table,
+//! builder, text format (printer and parser), verifier and the reference interpreter.
+//!
+//! The interpreter is the definition of weft's semantics (DESIGN §3); every backend must
+//! agree with it bit for bit.
+
+pub mod builder;
+pub mod diag;
+pub mod interp;
+pub mod konst;
+pub mod lexer;
+pub mod opcode;
+pub mod parser;
+pub mod printer;
+pub mod program;
+pub mod types;
+pub mod verify;
+
+pub use diag::{render, Diagnostic, Errors};
+pub use interp::{Arg, HostArray, Input, Interpreter, RunError};
+pub use konst::Const;
+pub use opcode::{Family, OpInfo, Opcode, Rule, Syntax, OP_TABLE};
+pub use parser::{parse_and_verify, parse_module, parse_program};
+pub use printer::{print_module, print_program};
+pub use program::{
+    Imm, Loc, Module, Op, OpData, Output, Param, ParamKind, Program, Region, RegionData, Value,
+    ValueData, ValueDef,
+};
+pub use types::{Boundary, ScalarType, Type, TypeKind};
+pub use verify::{verify_module, verify_program};

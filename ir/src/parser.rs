@@ -1,0 +1,684 @@
+//! The text-format parser: tokens to a [`Module`], with located errors. Never panics;
+//! nesting deeper than [`MAX_DEPTH`] is an error, so no input can overflow the stack.
+
+use crate::diag::{Diagnostic, Errors};
+use crate::konst::{parse_lane, Const};
+use crate::lexer::{lex, Tok, TokKind};
+use crate::opcode::{Opcode, Syntax};
+use crate::program::{Imm, Loc, Module, Op, Output, ParamKind, Program, Region, Value, ValueDef};
+use crate::types::{Boundary, ScalarType, Type};
+use std::collections::HashMap;
+
+/// Deepest region nesting the parser accepts.
+pub const MAX_DEPTH: usize = 200;
+
+/// Parses a module. Errors: the first syntax error, or every undefined or redefined value.
+pub fn parse_module(src: &str) -> Result<Module, Errors> {
+    match parse_module_partial(src)? {
+        (m, errs) if errs.is_empty() => Ok(m),
+        (_, errs) => Err(Errors(errs)),
+    }
+}
+
+/// Parses and verifies a module, reporting every error found (undefined values, duplicate
+/// programs and all verifier errors together), sorted by position.
+pub fn parse_and_verify(src: &str) -> Result<Module, Errors> {
+    let (m, mut errs) = parse_module_partial(src)?;
+    if let Err(Errors(v)) = crate::verify::verify_module(&m) {
+        // The parser already located uses of undefined values precisely.
+        let had_undefined = !errs.is_empty();
+        errs.extend(
+            v.into_iter()
+                .filter(|d| !(had_undefined && d.message.contains("undefined value"))),
+        );
+    }
+    errs.sort_by_key(|d| match d.loc {
+        Loc::Span(s, _) => s,
+        _ => 0,
+    });
+    if errs.is_empty() {
+        Ok(m)
+    } else {
+        Err(Errors(errs))
+    }
+}
+
+/// Parses a module, returning it with the undefined-value and duplicate-program errors found
+/// (the module is complete apart from those). Errors: the first syntax error.
+pub fn parse_module_partial(src: &str) -> Result<(Module, Vec<Diagnostic>), Errors> {
+    let toks = lex(src).map_err(|d| Errors(vec![d]))?;
+    let mut p = Parser {
+        src,
+        toks,
+        pos: 0,
+        depth: 0,
+    };
+    let mut m = Module::new();
+    let mut errors = Vec::new();
+    let mut seen: HashMap<String, ()> = HashMap::new();
+    while p.peek().kind != TokKind::Eof {
+        let start = p.peek();
+        let mut ps = ProgState::default();
+        match p.program(&mut ps) {
+            Ok(prog) => {
+                errors.extend(ps.undefined(&prog));
+                if seen.insert(prog.name.clone(), ()).is_some() {
+                    errors.push(Diagnostic::new(
+                        Loc::span(start.start..p.prev_end()),
+                        format!("program @{} is defined twice", prog.name),
+                    ));
+                }
+                m.programs.push(prog);
+            }
+            Err(d) => return Err(Errors(vec![d])),
+        }
+    }
+    if m.programs.is_empty() {
+        let t = p.peek();
+        return Err(Errors(vec![Diagnostic::new(
+            Loc::span(t.start..t.end),
+            "expected `program`, found end of input (the file holds no program)",
+        )]));
+    }
+    Ok((m, errors))
+}
+
+/// Parses text holding exactly one program.
+pub fn parse_program(src: &str) -> Result<Program, Errors> {
+    let mut m = parse_module(src)?;
+    match m.programs.len() {
+        1 => Ok(m.programs.remove(0)),
+        n => Err(Errors(vec![Diagnostic::new(
+            Loc::span(0..src.len().min(1)),
+            format!("expected exactly one program, found {n}"),
+        )])),
+    }
+}
+
+struct Parser<'a> {
+    src: &'a str,
+    toks: Vec<Tok>,
+    pos: usize,
+    depth: usize,
+}
+
+#[derive(Default)]
+struct ProgState {
+    names: HashMap<String, Value>,
+    first_use: HashMap<Value, (usize, usize)>,
+    defined: HashMap<Value, ()>,
+}
+
+impl ProgState {
+    fn undefined(&self, p: &Program) -> Vec<Diagnostic> {
+        let mut v: Vec<_> = self
+            .first_use
+            .iter()
+            .filter(|(v, _)| !self.defined.contains_key(v))
+            .map(|(v, &(s, e))| {
+                let mut d = Diagnostic::new(
+                    Loc::span(s..e),
+                    format!(
+                        "undefined value %{}",
+                        p.value(*v).name.as_deref().unwrap_or("?")
+                    ),
+                );
+                d.program = Some(p.name.clone());
+                d
+            })
+            .collect();
+        v.sort_by_key(|d| match d.loc {
+            Loc::Span(s, _) => s,
+            _ => 0,
+        });
+        v
+    }
+}
+
+type PResult<T> = Result<T, Diagnostic>;
+
+impl<'a> Parser<'a> {
+    fn peek(&self) -> Tok {
+        self.toks[self.pos.min(self.toks.len() - 1)]
+    }
+
+    fn peek_at(&self, k: usize) -> Tok {
+        self.toks[(self.pos + k).min(self.toks.len() - 1)]
+    }
+
+    fn prev_end(&self) -> usize {
+        self.pos
+            .checked_sub(1)
+            .and_then(|i| self.toks.get(i))
+            .map_or(0, |t| t.end)
+    }
+
+    fn next(&mut self) -> Tok {
+        let t = self.peek();
+        if t.kind != TokKind::Eof {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn text(&self, t: Tok) -> &'a str {
+        let s = &self.src[t.start..t.end];
+        match t.kind {
+            TokKind::ValueName | TokKind::ProgName => &s[1..],
+            _ => s,
+        }
+    }
+
+    fn describe(&self, t: Tok) -> String {
+        match t.kind {
+            TokKind::Eof => "end of input".into(),
+            _ => format!("`{}`", &self.src[t.start..t.end]),
+        }
+    }
+
+    fn err<T>(&self, t: Tok, msg: impl Into<String>) -> PResult<T> {
+        Err(Diagnostic::new(
+            Loc::span(t.start..t.end.max(t.start + 1)),
+            msg,
+        ))
+    }
+
+    fn expected<T>(&self, what: &str) -> PResult<T> {
+        let t = self.peek();
+        self.err(t, format!("expected {what}, found {}", self.describe(t)))
+    }
+
+    fn is_punct(&self, c: u8) -> bool {
+        self.peek().kind == TokKind::Punct(c)
+    }
+
+    fn eat_punct(&mut self, c: u8) -> bool {
+        if self.is_punct(c) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn punct(&mut self, c: u8) -> PResult<Tok> {
+        if self.is_punct(c) {
+            Ok(self.next())
+        } else {
+            self.expected(&format!("`{}`", c as char))
+        }
+    }
+
+    fn is_word(&self, w: &str) -> bool {
+        let t = self.peek();
+        t.kind == TokKind::Word && self.text(t) == w
+    }
+
+    fn keyword(&mut self, w: &str) -> PResult<Tok> {
+        if self.is_word(w) {
+            Ok(self.next())
+        } else {
+            self.expected(&format!("`{w}`"))
+        }
+    }
+
+    fn word(&mut self, what: &str) -> PResult<(Tok, &'a str)> {
+        let t = self.peek();
+        if t.kind == TokKind::Word {
+            self.pos += 1;
+            Ok((t, self.text(t)))
+        } else {
+            self.expected(what)
+        }
+    }
+
+    fn small_int(&mut self, what: &str, max: u32) -> PResult<u32> {
+        let t = self.peek();
+        if t.kind == TokKind::Number {
+            if let Ok(n) = self.text(t).parse::<u32>() {
+                if n <= max {
+                    self.pos += 1;
+                    return Ok(n);
+                }
+            }
+        }
+        self.expected(what)
+    }
+
+    // ---- types and literals ----
+
+    fn ty(&mut self) -> PResult<Type> {
+        let t = self.peek();
+        if self.eat_punct(b'<') {
+            let n = self.small_int("a lane count (2, 3 or 4)", 4)?;
+            self.keyword("x")?;
+            let s = self.scalar()?;
+            self.punct(b'>')?;
+            if n < 2 {
+                return self.err(t, "tuples have 2, 3 or 4 lanes");
+            }
+            return Ok(Type::tuple(s, n as u8).unwrap_or_else(|| Type::scalar(s)));
+        }
+        if self.is_word("array") {
+            self.pos += 1;
+            self.punct(b'<')?;
+            let d = self.small_int("an array rank (1, 2 or 3)", 3)?;
+            if d == 0 {
+                return self.err(t, "arrays have 1, 2 or 3 axes");
+            }
+            self.keyword("x")?;
+            let elem = self.ty()?;
+            if elem.is_array() {
+                return self.err(t, "array elements must be scalars or tuples");
+            }
+            let mut boundary = Boundary::Clamp;
+            if self.eat_punct(b',') {
+                let (bt, w) = self.word("a boundary mode (clamp, repeat, constant(...))")?;
+                boundary = match w {
+                    "clamp" => Boundary::Clamp,
+                    "repeat" => Boundary::Repeat,
+                    "constant" => {
+                        self.punct(b'(')?;
+                        let c = self.literal(elem)?;
+                        self.punct(b')')?;
+                        Boundary::Constant(c.lanes)
+                    }
+                    _ => return self.err(bt, format!("unknown boundary mode `{w}`")),
+                };
+            }
+            self.punct(b'>')?;
+            return Type::array(d as u8, elem, boundary)
+                .map_or_else(|| self.err(t, "invalid array type"), Ok);
+        }
+        Ok(Type::scalar(self.scalar()?))
+    }
+
+    fn scalar(&mut self) -> PResult<ScalarType> {
+        let t = self.peek();
+        if t.kind == TokKind::Word {
+            if let Some(s) = ScalarType::from_name(self.text(t)) {
+                self.pos += 1;
+                return Ok(s);
+            }
+        }
+        self.expected("a type")
+    }
+
+    fn lane(&mut self, s: ScalarType) -> PResult<u64> {
+        let start = self.peek();
+        let neg = self.eat_punct(b'-');
+        let t = self.peek();
+        if !matches!(t.kind, TokKind::Number | TokKind::Word) {
+            return self.expected(&format!("a {s} literal"));
+        }
+        self.pos += 1;
+        let mut text = self.text(t).to_string();
+        // `nan:0x7fc00001`
+        if text == "nan" && self.is_punct(b':') && self.peek_at(1).kind == TokKind::Number {
+            self.pos += 1;
+            let t2 = self.next();
+            text = format!("nan:{}", self.text(t2));
+        }
+        parse_lane(s, neg, &text)
+            .map_err(|m| Diagnostic::new(Loc::span(start.start..self.prev_end()), m))
+    }
+
+    /// A literal of scalar or tuple type `ty`: `1.5` or `(1, 2, 3)`.
+    fn literal(&mut self, ty: Type) -> PResult<Const> {
+        let Some((s, n)) = ty.lanes() else {
+            return self.expected("a scalar or tuple literal");
+        };
+        if n == 1 {
+            return Ok(Const::scalar(s, self.lane(s)?));
+        }
+        let open = self.punct(b'(')?;
+        let mut lanes = Vec::new();
+        loop {
+            lanes.push(self.lane(s)?);
+            if !self.eat_punct(b',') {
+                break;
+            }
+        }
+        self.punct(b')')?;
+        if lanes.len() != n as usize {
+            return self.err(
+                open,
+                format!("a {ty} literal needs {n} lanes, got {}", lanes.len()),
+            );
+        }
+        Ok(Const::from_lanes(ty, &lanes))
+    }
+
+    // ---- values ----
+
+    fn use_value(&mut self, prog: &mut Program, ps: &mut ProgState) -> PResult<Value> {
+        let t = self.peek();
+        if t.kind != TokKind::ValueName {
+            return self.expected("a value (`%name`)");
+        }
+        self.pos += 1;
+        let name = self.text(t);
+        let v = match ps.names.get(name) {
+            Some(&v) => v,
+            None => {
+                let v = prog.new_value(Type::bool(), Some(name.to_string()), ValueDef::Undefined);
+                ps.names.insert(name.to_string(), v);
+                v
+            }
+        };
+        ps.first_use.entry(v).or_insert((t.start, t.end));
+        Ok(v)
+    }
+
+    fn value_list(&mut self, prog: &mut Program, ps: &mut ProgState) -> PResult<Vec<Value>> {
+        let mut v = Vec::new();
+        if self.peek().kind != TokKind::ValueName {
+            return Ok(v);
+        }
+        loop {
+            v.push(self.use_value(prog, ps)?);
+            if !(self.is_punct(b',') && self.peek_at(1).kind == TokKind::ValueName) {
+                return Ok(v);
+            }
+            self.pos += 1;
+        }
+    }
+
+    /// Declares `%name` (the token just consumed) as a new value of type `ty`.
+    fn define(
+        &mut self,
+        prog: &mut Program,
+        ps: &mut ProgState,
+        t: Tok,
+        ty: Type,
+        def: ValueDef,
+    ) -> PResult<Value> {
+        let name = self.text(t);
+        let v = match ps.names.get(name) {
+            Some(&v) if ps.defined.contains_key(&v) => {
+                return self.err(t, format!("value %{name} is defined twice"));
+            }
+            Some(&v) => v,
+            None => {
+                let v = prog.new_value(ty, Some(name.to_string()), def);
+                ps.names.insert(name.to_string(), v);
+                v
+            }
+        };
+        ps.defined.insert(v, ());
+        let d = prog.value_mut(v);
+        d.ty = ty;
+        d.def = def;
+        prog.set_value_loc(v, Loc::span(t.start..t.end));
+        Ok(v)
+    }
+
+    /// `%name: type`, returning the name token and type.
+    fn name_and_type(&mut self) -> PResult<(Tok, Type)> {
+        let t = self.peek();
+        if t.kind != TokKind::ValueName {
+            return self.expected("a value name (`%name`)");
+        }
+        self.pos += 1;
+        self.punct(b':')?;
+        Ok((t, self.ty()?))
+    }
+
+    // ---- programs ----
+
+    fn program(&mut self, ps: &mut ProgState) -> PResult<Program> {
+        let kw = self.keyword("program")?;
+        let nt = self.peek();
+        if nt.kind != TokKind::ProgName {
+            return self.expected("a program name (`@name`)");
+        }
+        self.pos += 1;
+        let mut prog = Program::new(self.text(nt));
+        prog.loc = Loc::span(kw.start..nt.end);
+        self.punct(b'(')?;
+        if !self.is_punct(b')') {
+            loop {
+                let uniform = self.is_word("uniform");
+                if uniform {
+                    self.pos += 1;
+                }
+                let (t, ty) = self.name_and_type()?;
+                let kind = match (uniform, ty.is_array()) {
+                    (true, true) => return self.err(t, "an array parameter cannot be uniform"),
+                    (true, false) => ParamKind::Uniform,
+                    (false, true) => ParamKind::Array,
+                    (false, false) => ParamKind::Varying,
+                };
+                let idx = prog.params.len() as u32;
+                let v = self.define(&mut prog, ps, t, ty, ValueDef::Param(idx))?;
+                prog.params.push(crate::program::Param { kind, value: v });
+                if !self.eat_punct(b',') {
+                    break;
+                }
+            }
+        }
+        self.punct(b')')?;
+        if self.peek().kind != TokKind::Arrow {
+            return self.expected("`->` and the output types");
+        }
+        self.pos += 1;
+        self.punct(b'(')?;
+        if !self.is_punct(b')') {
+            loop {
+                let t = self.peek();
+                let name =
+                    if t.kind == TokKind::Word && self.peek_at(1).kind == TokKind::Punct(b':') {
+                        self.pos += 2;
+                        Some(self.text(t).to_string())
+                    } else {
+                        None
+                    };
+                let ty = self.ty()?;
+                prog.outputs.push(Output { name, ty });
+                if !self.eat_punct(b',') {
+                    break;
+                }
+            }
+        }
+        self.punct(b')')?;
+        let body = prog.body;
+        self.block(&mut prog, ps, body, Opcode::Return)?;
+        Ok(prog)
+    }
+
+    /// `{ ops }` into region `r`; adds an empty terminator if the last op is not one.
+    fn block(
+        &mut self,
+        prog: &mut Program,
+        ps: &mut ProgState,
+        r: Region,
+        term: Opcode,
+    ) -> PResult<()> {
+        let open = self.punct(b'{')?;
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return self.err(
+                open,
+                format!("regions nested deeper than {MAX_DEPTH} levels"),
+            );
+        }
+        while !self.is_punct(b'}') {
+            if self.peek().kind == TokKind::Eof {
+                return self.err(open, "unclosed `{`: expected `}` before end of input");
+            }
+            let op = self.op(prog, ps)?;
+            prog.append(r, op);
+        }
+        self.pos += 1;
+        self.depth -= 1;
+        let last_is_term = prog
+            .region(r)
+            .ops
+            .last()
+            .is_some_and(|&o| prog.op(o).opcode.is_terminator());
+        if !last_is_term {
+            let op = prog.new_op(term, vec![], Imm::None, &[], vec![]);
+            prog.set_op_loc(op, Loc::span(self.prev_end() - 1..self.prev_end()));
+            prog.append(r, op);
+        }
+        Ok(())
+    }
+
+    fn op(&mut self, prog: &mut Program, ps: &mut ProgState) -> PResult<Op> {
+        let start = self.peek().start;
+        // Results: `%a: T, %b: U =`
+        let mut results: Vec<(Tok, Type)> = Vec::new();
+        if self.peek().kind == TokKind::ValueName {
+            loop {
+                results.push(self.name_and_type()?);
+                if !self.eat_punct(b',') {
+                    break;
+                }
+            }
+            self.punct(b'=')?;
+        }
+        let (mt, mn) = self.word("an op mnemonic")?;
+        let Some(opcode) = Opcode::from_mnemonic(mn) else {
+            return self.err(mt, format!("unknown op `{mn}`"));
+        };
+        let result_types: Vec<Type> = results.iter().map(|r| r.1).collect();
+        let mut regions = Vec::new();
+        let mut args = Vec::new();
+        let mut imm = Imm::None;
+        // Region arguments are defined before the results (they are inside).
+        match opcode.info().syntax {
+            Syntax::Const => {
+                let Some(&ty) = result_types.first() else {
+                    return self.err(mt, "`const` needs a typed result: `%c: f32 = const 1.0`");
+                };
+                if ty.is_array() {
+                    return self.err(mt, "`const` cannot make an array");
+                }
+                imm = Imm::Const(self.literal(ty)?);
+            }
+            Syntax::Fixed(_) | Syntax::Variadic => args = self.value_list(prog, ps)?,
+            Syntax::FixedLanes(_) => {
+                args = self.value_list(prog, ps)?;
+                self.punct(b',')?;
+                self.punct(b'[')?;
+                let mut lanes = Vec::new();
+                loop {
+                    lanes.push(self.small_int("a lane number (0 to 3)", 3)? as u8);
+                    if !self.eat_punct(b',') {
+                        break;
+                    }
+                }
+                self.punct(b']')?;
+                imm = Imm::Lanes(lanes);
+            }
+            Syntax::Call => {
+                let t = self.peek();
+                if t.kind != TokKind::ProgName {
+                    return self.expected("a program name (`@name`)");
+                }
+                self.pos += 1;
+                imm = Imm::Callee(self.text(t).to_string());
+                self.punct(b'(')?;
+                args = self.value_list(prog, ps)?;
+                self.punct(b')')?;
+            }
+            Syntax::Control => {
+                (args, regions) = self.control(prog, ps, opcode)?;
+            }
+        }
+        let mut vals = Vec::new();
+        for (i, (t, ty)) in results.iter().enumerate() {
+            // The op index is the next one to be created.
+            let op_index = Op(prog.num_ops() as u32);
+            vals.push(self.define(prog, ps, *t, *ty, ValueDef::Result(op_index, i as u32))?);
+        }
+        let op = prog.new_op_with_results(opcode, args, imm, vals, regions);
+        prog.set_op_loc(op, Loc::span(start..self.prev_end()));
+        Ok(op)
+    }
+
+    /// `(%a: T = %init, ...)` (with inits) or `(%a: T, ...)`: defines region args.
+    fn region_args(
+        &mut self,
+        prog: &mut Program,
+        ps: &mut ProgState,
+        r: Region,
+        with_init: bool,
+    ) -> PResult<Vec<Value>> {
+        let mut inits = Vec::new();
+        self.punct(b'(')?;
+        if !self.is_punct(b')') {
+            loop {
+                let (t, ty) = self.name_and_type()?;
+                let idx = prog.region(r).args.len() as u32;
+                let v = self.define(prog, ps, t, ty, ValueDef::RegionArg(r, idx))?;
+                prog.region_mut(r).args.push(v);
+                if with_init {
+                    self.punct(b'=')?;
+                    inits.push(self.use_value(prog, ps)?);
+                }
+                if !self.eat_punct(b',') {
+                    break;
+                }
+            }
+        }
+        self.punct(b')')?;
+        Ok(inits)
+    }
+
+    fn control(
+        &mut self,
+        prog: &mut Program,
+        ps: &mut ProgState,
+        opcode: Opcode,
+    ) -> PResult<(Vec<Value>, Vec<Region>)> {
+        match opcode {
+            Opcode::If => {
+                let c = self.use_value(prog, ps)?;
+                let (t, e) = (prog.new_region(), prog.new_region());
+                self.block(prog, ps, t, Opcode::Yield)?;
+                if self.is_word("else") {
+                    self.pos += 1;
+                    self.block(prog, ps, e, Opcode::Yield)?;
+                } else {
+                    let y = prog.new_op(Opcode::Yield, vec![], Imm::None, &[], vec![]);
+                    prog.append(e, y);
+                }
+                Ok((vec![c], vec![t, e]))
+            }
+            Opcode::For => {
+                let r = prog.new_region();
+                let (t, ty) = self.name_and_type()?;
+                let iv = self.define(prog, ps, t, ty, ValueDef::RegionArg(r, 0))?;
+                prog.region_mut(r).args.push(iv);
+                self.punct(b'=')?;
+                let lo = self.use_value(prog, ps)?;
+                self.keyword("to")?;
+                let hi = self.use_value(prog, ps)?;
+                self.keyword("step")?;
+                let step = self.use_value(prog, ps)?;
+                let mut args = vec![lo, hi, step];
+                if self.is_word("iter") {
+                    self.pos += 1;
+                    args.extend(self.region_args(prog, ps, r, true)?);
+                }
+                self.block(prog, ps, r, Opcode::Yield)?;
+                Ok((args, vec![r]))
+            }
+            _ => {
+                let (a, b) = (prog.new_region(), prog.new_region());
+                self.keyword("iter")?;
+                let inits = self.region_args(prog, ps, a, true)?;
+                self.block(prog, ps, a, Opcode::Yield)?;
+                self.keyword(if opcode == Opcode::While {
+                    "do"
+                } else {
+                    "until"
+                })?;
+                self.region_args(prog, ps, b, false)?;
+                self.block(prog, ps, b, Opcode::Yield)?;
+                Ok((inits, vec![a, b]))
+            }
+        }
+    }
+}

@@ -1,0 +1,471 @@
+//! The verifier: type rules of every op, scoping of values across regions, region yields,
+//! call signatures and parameter kinds. Reports every error found, each located.
+
+use crate::diag::{Diagnostic, Errors};
+use crate::opcode::{infer, Opcode, Rule};
+use crate::printer::value_label;
+use crate::program::{Imm, Loc, Module, Op, ParamKind, Program, Region, Value, ValueDef};
+use crate::types::Type;
+use std::collections::HashMap;
+
+/// Verifies every program of a module and the call graph (no recursion).
+pub fn verify_module(m: &Module) -> Result<(), Errors> {
+    let mut errs = Vec::new();
+    let mut names = HashMap::new();
+    for p in &m.programs {
+        if names.insert(p.name.as_str(), ()).is_some() {
+            errs.push(at(
+                p,
+                p.loc,
+                format!("program @{} is defined twice", p.name),
+            ));
+        }
+        verify_into(m, p, &mut errs);
+    }
+    check_recursion(m, &mut errs);
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(Errors(errs))
+    }
+}
+
+/// Verifies one program of `m` (calls are checked against `m`).
+pub fn verify_program(m: &Module, p: &Program) -> Result<(), Errors> {
+    let mut errs = Vec::new();
+    verify_into(m, p, &mut errs);
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(Errors(errs))
+    }
+}
+
+fn at(p: &Program, loc: Loc, msg: String) -> Diagnostic {
+    let mut d = Diagnostic::new(loc, msg);
+    d.program = Some(p.name.clone());
+    d
+}
+
+struct V<'a> {
+    m: &'a Module,
+    p: &'a Program,
+    visible: Vec<bool>,
+    errs: &'a mut Vec<Diagnostic>,
+}
+
+fn verify_into(m: &Module, p: &Program, errs: &mut Vec<Diagnostic>) {
+    for (i, par) in p.params.iter().enumerate() {
+        let ty = p.ty(par.value);
+        let ok = match par.kind {
+            ParamKind::Array => ty.is_array(),
+            _ => !ty.is_array(),
+        };
+        if !ok {
+            errs.push(at(
+                p,
+                p.value_loc(par.value),
+                format!(
+                    "parameter {} ({}) is {:?} but has type {ty}",
+                    i,
+                    value_label(p, par.value),
+                    par.kind
+                ),
+            ));
+        }
+        if par.value.index() >= p.num_values()
+            || p.value(par.value).def != ValueDef::Param(i as u32)
+        {
+            errs.push(at(p, p.loc, format!("parameter {i} is malformed")));
+        }
+    }
+    for (i, o) in p.outputs.iter().enumerate() {
+        if o.ty.is_array() {
+            errs.push(at(p, p.loc, format!("output {i} has array type {}", o.ty)));
+        }
+    }
+    let mut v = V {
+        m,
+        p,
+        visible: vec![false; p.num_values()],
+        errs,
+    };
+    for par in &p.params {
+        if let Some(x) = v.visible.get_mut(par.value.index()) {
+            *x = true;
+        }
+    }
+    let outs: Vec<Type> = p.outputs.iter().map(|o| o.ty).collect();
+    v.region(p.body, &outs, Opcode::Return, 0);
+}
+
+impl V<'_> {
+    fn err(&mut self, loc: Loc, msg: String) {
+        self.errs.push(at(self.p, loc, msg));
+    }
+
+    /// Checks region `r`: its ops in scope order, ending in `term` yielding `yields`.
+    fn region(&mut self, r: Region, yields: &[Type], term: Opcode, depth: usize) {
+        let p = self.p;
+        if depth > 10_000 {
+            self.err(p.loc, "regions nested too deeply".into());
+            return;
+        }
+        let mut defined_here: Vec<Value> = p.region(r).args.clone();
+        for &a in &p.region(r).args {
+            self.visible[a.index()] = true;
+        }
+        let ops = &p.region(r).ops;
+        for (i, &op) in ops.iter().enumerate() {
+            let d = p.op(op);
+            let loc = p.op_loc(op);
+            let last = i + 1 == ops.len();
+            if d.opcode.is_terminator() && !last {
+                self.err(
+                    loc,
+                    format!(
+                        "`{}` must be the last op of its region",
+                        d.opcode.mnemonic()
+                    ),
+                );
+            }
+            self.op(op, depth);
+            if last && d.opcode.is_terminator() {
+                if d.opcode != term {
+                    self.err(
+                        loc,
+                        format!(
+                            "this region must end with `{}`, not `{}`",
+                            term.mnemonic(),
+                            d.opcode.mnemonic()
+                        ),
+                    );
+                } else {
+                    let what = if term == Opcode::Return {
+                        "program outputs"
+                    } else {
+                        "region results"
+                    };
+                    self.check_types(loc, &d.args, yields, what);
+                }
+            }
+            for &res in &d.results {
+                self.visible[res.index()] = true;
+                defined_here.push(res);
+            }
+        }
+        let ends_ok = ops.last().is_some_and(|&o| p.op(o).opcode.is_terminator());
+        if !ends_ok {
+            let loc = ops.last().map_or(p.loc, |&o| p.op_loc(o));
+            self.err(
+                loc,
+                format!("region does not end with `{}`", term.mnemonic()),
+            );
+        }
+        for v in defined_here {
+            self.visible[v.index()] = false;
+        }
+    }
+
+    fn check_types(&mut self, loc: Loc, vals: &[Value], want: &[Type], what: &str) {
+        let got: Vec<Type> = vals.iter().map(|&v| self.p.ty(v)).collect();
+        if got != want {
+            let show = |t: &[Type]| t.iter().map(Type::to_string).collect::<Vec<_>>().join(", ");
+            self.err(
+                loc,
+                format!("{what}: expected ({}), got ({})", show(want), show(&got)),
+            );
+        }
+    }
+
+    fn op(&mut self, op: Op, depth: usize) {
+        let p = self.p;
+        let d = p.op(op);
+        let loc = p.op_loc(op);
+        let mn = d.opcode.mnemonic();
+        for &a in &d.args {
+            if a.index() >= p.num_values() {
+                self.err(loc, format!("`{mn}` uses a value that does not exist"));
+                return;
+            }
+            if !self.visible[a.index()] {
+                let msg = match p.value(a).def {
+                    ValueDef::Undefined => {
+                        format!("`{mn}` uses undefined value {}", value_label(p, a))
+                    }
+                    _ => format!(
+                        "`{mn}` uses {} before its definition or outside the region defining it",
+                        value_label(p, a)
+                    ),
+                };
+                self.err(loc, msg);
+            }
+        }
+        if d.args
+            .iter()
+            .any(|&a| p.value(a).def == ValueDef::Undefined)
+        {
+            return; // its types are unknown; the undefined use is reported above
+        }
+        let args: Vec<Type> = d.args.iter().map(|&a| p.ty(a)).collect();
+        let res: Vec<Type> = d.results.iter().map(|&r| p.ty(r)).collect();
+        for (i, t) in res.iter().enumerate() {
+            if t.is_array() {
+                self.err(loc, format!("`{mn}` result {i} has array type {t}"));
+            }
+        }
+        let rule = d.opcode.info().rule;
+        match rule {
+            Rule::Control => self.control(op, &args, &res, depth),
+            Rule::Call => self.call(op, &args, &res),
+            _ => {
+                if res.len() != 1 {
+                    self.err(loc, format!("`{mn}` has one result, got {}", res.len()));
+                    return;
+                }
+                if !d.regions.is_empty() {
+                    self.err(loc, format!("`{mn}` owns no regions"));
+                }
+                let lanes: &[u8] = match &d.imm {
+                    Imm::Lanes(l) => l,
+                    _ => &[],
+                };
+                if let (Rule::Const, Imm::Const(c)) = (rule, &d.imm) {
+                    if c.ty != res[0] {
+                        self.err(
+                            loc,
+                            format!("constant {c} of type {} declared as {}", c.ty, res[0]),
+                        );
+                    }
+                }
+                match infer(d.opcode, &args, lanes, Some(res[0])) {
+                    Ok(t) if t == res[0] => {}
+                    Ok(t) => self.err(
+                        loc,
+                        format!("`{mn}` produces {t}, but its result is declared {}", res[0]),
+                    ),
+                    Err(e) => self.err(loc, e),
+                }
+            }
+        }
+    }
+
+    fn call(&mut self, op: Op, args: &[Type], res: &[Type]) {
+        let p = self.p;
+        let loc = p.op_loc(op);
+        let Imm::Callee(name) = &p.op(op).imm else {
+            self.err(loc, "`call` has no callee".into());
+            return;
+        };
+        let Some(callee) = self.m.get(name) else {
+            self.err(loc, format!("call of unknown program @{name}"));
+            return;
+        };
+        let params: Vec<Type> = callee.params.iter().map(|x| callee.ty(x.value)).collect();
+        let outs: Vec<Type> = callee.outputs.iter().map(|o| o.ty).collect();
+        let show = |t: &[Type]| t.iter().map(Type::to_string).collect::<Vec<_>>().join(", ");
+        if args != params.as_slice() {
+            self.err(
+                loc,
+                format!(
+                    "call of @{name}: arguments ({}) do not match its parameters ({})",
+                    show(args),
+                    show(&params)
+                ),
+            );
+        }
+        if res != outs.as_slice() {
+            self.err(
+                loc,
+                format!(
+                    "call of @{name}: results ({}) do not match its outputs ({})",
+                    show(res),
+                    show(&outs)
+                ),
+            );
+        }
+    }
+
+    fn control(&mut self, op: Op, args: &[Type], res: &[Type], depth: usize) {
+        let p = self.p;
+        let d = p.op(op);
+        let loc = p.op_loc(op);
+        let mn = d.opcode.mnemonic();
+        let bool_t = Type::bool();
+        let want_regions = match d.opcode {
+            Opcode::If | Opcode::While | Opcode::DoUntil => 2,
+            Opcode::For => 1,
+            _ => 0,
+        };
+        if d.regions.len() != want_regions {
+            self.err(
+                loc,
+                format!(
+                    "`{mn}` needs {want_regions} region(s), has {}",
+                    d.regions.len()
+                ),
+            );
+            return;
+        }
+        if matches!(d.opcode, Opcode::Yield | Opcode::Return) {
+            if !res.is_empty() {
+                self.err(loc, format!("`{mn}` has no results"));
+            }
+            return;
+        }
+        let rargs =
+            |r: Region| -> Vec<Type> { p.region(r).args.iter().map(|&a| p.ty(a)).collect() };
+        let show = |t: &[Type]| t.iter().map(Type::to_string).collect::<Vec<_>>().join(", ");
+        for t in res {
+            if t.is_array() {
+                return;
+            }
+        }
+        match d.opcode {
+            Opcode::If => {
+                if args.len() != 1 || args[0] != bool_t {
+                    self.err(
+                        loc,
+                        format!("`if` needs one bool condition, got ({})", show(args)),
+                    );
+                }
+                for &r in &d.regions {
+                    if !p.region(r).args.is_empty() {
+                        self.err(loc, "`if` regions take no arguments".into());
+                    }
+                    self.region(r, res, Opcode::Yield, depth + 1);
+                }
+            }
+            Opcode::For => {
+                let r = d.regions[0];
+                let ra = rargs(r);
+                if args.len() < 3 {
+                    self.err(loc, "`for` needs lower bound, upper bound and step".into());
+                    return;
+                }
+                let it = args[0];
+                if !(args[1] == it
+                    && args[2] == it
+                    && matches!(it.lanes(), Some((s, 1)) if s.is_int()))
+                {
+                    self.err(
+                        loc,
+                        format!(
+                            "`for` bounds and step must be one integer scalar type, got ({})",
+                            show(&args[..3])
+                        ),
+                    );
+                }
+                if ra.first() != Some(&it) {
+                    self.err(
+                        loc,
+                        format!("`for` induction variable must have the bounds' type {it}"),
+                    );
+                }
+                let inits = &args[3..];
+                let carried = ra.get(1..).unwrap_or(&[]);
+                if inits != carried || carried != res {
+                    self.err(loc, format!("`for` carried values: initial ({}), region arguments ({}) and results ({}) must match", show(inits), show(carried), show(res)));
+                }
+                self.region(r, res, Opcode::Yield, depth + 1);
+            }
+            _ => {
+                let (body, cond) = if d.opcode == Opcode::While {
+                    (d.regions[1], d.regions[0])
+                } else {
+                    (d.regions[0], d.regions[1])
+                };
+                if args != res {
+                    self.err(
+                        loc,
+                        format!(
+                            "`{mn}` initial values ({}) must match its results ({})",
+                            show(args),
+                            show(res)
+                        ),
+                    );
+                }
+                for r in [body, cond] {
+                    if rargs(r) != res {
+                        self.err(
+                            loc,
+                            format!(
+                                "`{mn}` region arguments ({}) must match its results ({})",
+                                show(&rargs(r)),
+                                show(res)
+                            ),
+                        );
+                    }
+                }
+                // While: condition first, then body. Do: body first, then condition.
+                let order = if d.opcode == Opcode::While {
+                    [cond, body]
+                } else {
+                    [body, cond]
+                };
+                for r in order {
+                    let y: &[Type] = if r == cond {
+                        std::slice::from_ref(&bool_t)
+                    } else {
+                        res
+                    };
+                    self.region(r, y, Opcode::Yield, depth + 1);
+                }
+            }
+        }
+    }
+}
+
+fn check_recursion(m: &Module, errs: &mut Vec<Diagnostic>) {
+    // Colour-marking DFS over the call graph, iterative.
+    let n = m.programs.len();
+    let callees: Vec<Vec<usize>> = m
+        .programs
+        .iter()
+        .map(|p| {
+            let mut c = Vec::new();
+            p.walk(&mut |op| {
+                if let Imm::Callee(name) = &p.op(op).imm {
+                    if let Some(i) = m.position(name) {
+                        c.push(i);
+                    }
+                }
+            });
+            c
+        })
+        .collect();
+    let mut state = vec![0u8; n];
+    for root in 0..n {
+        if state[root] != 0 {
+            continue;
+        }
+        let mut stack = vec![(root, 0usize)];
+        state[root] = 1;
+        while let Some(&mut (u, ref mut k)) = stack.last_mut() {
+            if let Some(&w) = callees[u].get(*k) {
+                *k += 1;
+                match state[w] {
+                    0 => {
+                        state[w] = 1;
+                        stack.push((w, 0));
+                    }
+                    1 => {
+                        let p = &m.programs[u];
+                        errs.push(at(
+                            p,
+                            p.loc,
+                            format!(
+                                "@{} calls @{} recursively; recursion is not allowed",
+                                p.name, m.programs[w].name
+                            ),
+                        ));
+                    }
+                    _ => {}
+                }
+            } else {
+                state[u] = 2;
+                stack.pop();
+            }
+        }
+    }
+}
