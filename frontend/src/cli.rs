@@ -3,6 +3,7 @@
 
 use crate::npy;
 use clap::{Parser, Subcommand};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use weft_ir::interp::{Input, Interpreter};
@@ -68,49 +69,76 @@ impl<T: Into<String>> From<T> for CliError {
     }
 }
 
-/// Runs the CLI on the process arguments and returns the exit code. Never panics on input:
-/// a panic would be a weft bug, and is reported as an internal error with exit code 1.
+/// Runs the CLI on the process arguments and returns the exit code.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    let args: Vec<String> = std::env::args().collect();
+    run_args(&args, &mut std::io::stdout(), &mut std::io::stderr())
+}
+
+/// Runs the CLI on `args` (the first is the program name), writing to `out` and `err`, and
+/// returns the exit code: 0 success, 1 bad input, 2 usage. Never panics on input: a panic
+/// would be a weft bug, and is reported as an internal error with exit code 1.
+pub fn run_args(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
+            let text = e.render().to_string();
+            let _ = if code == 0 {
+                write!(out, "{text}")
+            } else {
+                write!(err, "{text}")
+            };
             return code;
         }
     };
-    std::panic::set_hook(Box::new(|info| {
-        eprintln!("error: internal error (a bug in weft, please report it): {info}");
-    }));
-    match std::panic::catch_unwind(|| run(cli)) {
+    let mut buf = Vec::new();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli, &mut buf)));
+    let _ = out.write_all(&buf);
+    match r {
         Ok(Ok(())) => 0,
         Ok(Err(CliError(msg))) => {
-            eprint!("{msg}");
-            if !msg.ends_with('\n') {
-                eprintln!();
+            let _ = write!(err, "{msg}");
+            if !msg.is_empty() && !msg.ends_with('\n') {
+                let _ = writeln!(err);
             }
             1
         }
-        Err(_) => 1,
+        Err(p) => {
+            let what = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            let _ = writeln!(
+                err,
+                "error: internal error (a bug in weft, please report it): {what}"
+            );
+            1
+        }
     }
 }
 
 /// Executes one parsed command.
-pub fn run(cli: Cli) -> Result<(), CliError> {
+pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
     match cli.command {
         Command::Check { files } => {
             let mut failed = false;
+            let mut errors = String::new();
             for f in &files {
                 match load(f) {
-                    Ok(m) => println!("{}: ok ({} program(s))", f.display(), m.programs.len()),
+                    Ok(m) => {
+                        let _ =
+                            writeln!(out, "{}: ok ({} program(s))", f.display(), m.programs.len());
+                    }
                     Err(CliError(msg)) => {
-                        eprint!("{msg}");
+                        errors.push_str(&msg);
                         failed = true;
                     }
                 }
             }
             if failed {
-                Err(CliError(String::new()))
+                Err(CliError(errors))
             } else {
                 Ok(())
             }
@@ -118,7 +146,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Fmt { file } => {
             let (src, name) = read_source(&file)?;
             let m = weft_ir::parse_module(&src).map_err(|e| weft_ir::render(&e.0, &name, &src))?;
-            print!("{}", weft_ir::print_module(&m));
+            let _ = write!(out, "{}", weft_ir::print_module(&m));
             Ok(())
         }
         Command::Run {
@@ -162,7 +190,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             }
             if outputs.is_empty() {
                 for (i, a) in outs.iter().enumerate() {
-                    println!("{}", summary(&p.output_name(i), a));
+                    let _ = writeln!(out, "{}", summary(&p.output_name(i), a));
                 }
             }
             Ok(())

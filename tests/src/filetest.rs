@@ -1,0 +1,519 @@
+//! Filetests: `.weft` files whose header lines (`test cat`, `test verifier`, `test interpret`)
+//! pick the checks and whose `;` comments hold the expectations:
+//!
+//! - `test cat`: the module round-trips (`print(parse(print(m))) == print(m)`) and the printed
+//!   text matches the `; check: TEXT` lines in order (substring match, FileCheck-style).
+//! - `test verifier`: every `; error: TEXT` comment expects a diagnostic on its own line whose
+//!   message contains TEXT, and no other diagnostic may appear.
+//! - `test interpret`: every `; run: @p(ARGS) == RESULTS` runs @p on the interpreter;
+//!   `; run: @p(ARGS) fails "TEXT"` expects a run error containing TEXT. An array literal
+//!   (`[1, 2, 3]`) for a varying input applies @p over the array; `over [4, 4]` gives the
+//!   launch shape when there is no varying input.
+//!
+//! Bless mode (`WEFT_BLESS=1`) rewrites the results of `; run:` lines with what the
+//! interpreter computed.
+
+use std::sync::Arc;
+use weft_ir::interp::{Arg, Input, Interpreter};
+use weft_ir::konst::{canon, lane_f64, parse_lane};
+use weft_ir::lexer::{lex, Tok, TokKind};
+use weft_ir::{Const, HostArray, Loc, Module, ParamKind, Program, Type};
+
+/// What one file's checks did.
+#[derive(Debug, Default, Clone)]
+pub struct Outcome {
+    /// Checks that passed (run lines, check lines, expected errors, round-trips).
+    pub passed: usize,
+    /// Failure messages (file:line: what).
+    pub failures: Vec<String>,
+    /// The blessed text, when bless mode changed something.
+    pub blessed: Option<String>,
+}
+
+/// Runs the checks of one filetest's text; `name` is used in messages.
+pub fn run_filetest(name: &str, src: &str, bless: bool) -> Outcome {
+    let mut out = Outcome::default();
+    let tests: Vec<&str> = src
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("test "))
+        .map(str::trim)
+        .collect();
+    if tests.is_empty() {
+        out.failures.push(format!("{name}: no `test` header line"));
+    }
+    for t in tests {
+        match t {
+            "cat" => cat(name, src, &mut out),
+            "verifier" => verifier(name, src, &mut out),
+            "interpret" => interpret(name, src, bless, &mut out),
+            other => out
+                .failures
+                .push(format!("{name}: unknown test kind `{other}`")),
+        }
+    }
+    out
+}
+
+/// The header lines are not IR: blank them (keeping offsets) before parsing.
+fn body(src: &str) -> String {
+    src.lines()
+        .map(|l| {
+            if l.trim().starts_with("test ") {
+                " ".repeat(l.len())
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn cat(name: &str, src: &str, out: &mut Outcome) {
+    let text = body(src);
+    let m = match weft_ir::parse_module(&text) {
+        Ok(m) => m,
+        Err(e) => {
+            out.failures.push(format!(
+                "{name}: does not parse:\n{}",
+                weft_ir::render(&e.0, name, &text)
+            ));
+            return;
+        }
+    };
+    let printed = weft_ir::print_module(&m);
+    match weft_ir::parse_module(&printed) {
+        Ok(m2) if weft_ir::print_module(&m2) == printed => out.passed += 1,
+        Ok(m2) => out.failures.push(format!(
+            "{name}: round-trip differs:\n--- first print\n{printed}\n--- second print\n{}",
+            weft_ir::print_module(&m2)
+        )),
+        Err(e) => out.failures.push(format!(
+            "{name}: printed text does not parse:\n{printed}\n{}",
+            weft_ir::render(&e.0, "printed", &printed)
+        )),
+    }
+    let mut pos = 0usize;
+    for (ln, line) in src.lines().enumerate() {
+        if let Some(pat) = line.split_once("; check:").map(|(_, p)| p.trim()) {
+            match printed[pos..].find(pat) {
+                Some(i) => {
+                    pos += i + pat.len();
+                    out.passed += 1;
+                }
+                None => out.failures.push(format!(
+                    "{name}:{}: `check: {pat}` not found in the printed output (after the previous match):\n{printed}",
+                    ln + 1
+                )),
+            }
+        }
+    }
+}
+
+fn verifier(name: &str, src: &str, out: &mut Outcome) {
+    let text = body(src);
+    let mut expected: Vec<(usize, String, bool)> = src
+        .lines()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            l.split_once("; error:")
+                .map(|(_, e)| (i + 1, e.trim().to_string(), false))
+        })
+        .collect();
+    let diags = match weft_ir::parse_and_verify(&text) {
+        Ok(_) => Vec::new(),
+        Err(e) => e.0,
+    };
+    for d in &diags {
+        let line = match d.loc {
+            Loc::Span(s, _) => weft_ir::diag::line_col(&text, s as usize).0,
+            _ => 0,
+        };
+        match expected
+            .iter_mut()
+            .find(|(l, m, seen)| *l == line && !*seen && d.message.contains(m.as_str()))
+        {
+            Some(e) => {
+                e.2 = true;
+                out.passed += 1;
+            }
+            None => out
+                .failures
+                .push(format!("{name}:{line}: unexpected error: {}", d.message)),
+        }
+    }
+    for (l, m, seen) in expected {
+        if !seen {
+            out.failures.push(format!(
+                "{name}:{l}: expected an error containing `{m}`, got none there"
+            ));
+        }
+    }
+}
+
+fn interpret(name: &str, src: &str, bless: bool, out: &mut Outcome) {
+    let text = body(src);
+    let m = match weft_ir::parse_and_verify(&text) {
+        Ok(m) => m,
+        Err(e) => {
+            out.failures.push(format!(
+                "{name}: does not verify:\n{}",
+                weft_ir::render(&e.0, name, &text)
+            ));
+            return;
+        }
+    };
+    let mut new_lines = Vec::new();
+    let mut changed = false;
+    for (ln, line) in src.lines().enumerate() {
+        let Some((prefix, spec)) = line.split_once("; run:") else {
+            new_lines.push(line.to_string());
+            continue;
+        };
+        let here = format!("{name}:{}", ln + 1);
+        match run_line(&m, spec.trim()) {
+            Err(e) => {
+                out.failures.push(format!("{here}: {e}"));
+                new_lines.push(line.to_string());
+            }
+            Ok(r) => {
+                if r.ok {
+                    out.passed += 1;
+                } else {
+                    out.failures.push(format!(
+                        "{here}: {}: expected {}, got {}",
+                        r.call, r.expected, r.actual
+                    ));
+                }
+                if bless && !r.ok {
+                    changed = true;
+                    new_lines.push(format!("{prefix}; run: {} {}", r.call, r.actual));
+                } else {
+                    new_lines.push(line.to_string());
+                }
+            }
+        }
+    }
+    if changed {
+        let mut t = new_lines.join("\n");
+        if src.ends_with('\n') {
+            t.push('\n');
+        }
+        out.blessed = Some(t);
+    }
+}
+
+struct RunResult {
+    call: String,
+    expected: String,
+    actual: String,
+    ok: bool,
+}
+
+/// A tiny cursor over the tokens of a run line.
+struct Cur<'a> {
+    src: &'a str,
+    toks: Vec<Tok>,
+    pos: usize,
+}
+
+impl<'a> Cur<'a> {
+    fn peek(&self) -> Tok {
+        self.toks[self.pos.min(self.toks.len() - 1)]
+    }
+    fn text(&self, t: Tok) -> &'a str {
+        &self.src[t.start..t.end]
+    }
+    fn is(&self, c: u8) -> bool {
+        self.peek().kind == TokKind::Punct(c)
+    }
+    fn eat(&mut self, c: u8) -> bool {
+        let y = self.is(c);
+        if y {
+            self.pos += 1;
+        }
+        y
+    }
+    fn expect(&mut self, c: u8) -> Result<(), String> {
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(format!(
+                "expected `{}` at `{}`",
+                c as char,
+                &self.src[self.peek().start..]
+            ))
+        }
+    }
+    fn lane(&mut self, ty: Type) -> Result<u64, String> {
+        let s = ty.elem_scalar();
+        let neg = self.eat(b'-');
+        let t = self.peek();
+        self.pos += 1;
+        let mut text = self.text(t).to_string();
+        if text == "nan" && self.is(b':') {
+            self.pos += 1;
+            let t2 = self.peek();
+            self.pos += 1;
+            text = format!("nan:{}", self.text(t2));
+        }
+        parse_lane(s, neg, &text)
+    }
+    /// A scalar or tuple literal of `ty`.
+    fn value(&mut self, ty: Type) -> Result<Const, String> {
+        let (_, n) = ty.lanes().ok_or("array type where a value was expected")?;
+        if n == 1 {
+            return Ok(Const::from_lanes(ty, &[self.lane(ty)?]));
+        }
+        self.expect(b'(')?;
+        let mut l = Vec::new();
+        for i in 0..n {
+            if i > 0 {
+                self.expect(b',')?;
+            }
+            l.push(self.lane(ty)?);
+        }
+        self.expect(b')')?;
+        Ok(Const::from_lanes(ty, &l))
+    }
+    /// A nested array literal of elements `elem`; returns (shape, lanes).
+    fn array(&mut self, elem: Type, depth: usize) -> Result<(Vec<usize>, Vec<u64>), String> {
+        if depth > 3 {
+            return Err("array literal nested deeper than 3".into());
+        }
+        self.expect(b'[')?;
+        let mut shape_inner: Option<Vec<usize>> = None;
+        let mut data = Vec::new();
+        let mut count = 0;
+        while !self.is(b']') {
+            if count > 0 {
+                self.expect(b',')?;
+            }
+            if self.is(b'[') {
+                let (s, d) = self.array(elem, depth + 1)?;
+                if shape_inner.as_ref().is_some_and(|x| *x != s) {
+                    return Err("ragged array literal".into());
+                }
+                shape_inner = Some(s);
+                data.extend(d);
+            } else {
+                data.extend_from_slice(self.value(elem)?.lane_bits());
+            }
+            count += 1;
+            if self.peek().kind == TokKind::Eof {
+                return Err("unclosed `[`".into());
+            }
+        }
+        self.pos += 1;
+        let mut shape = vec![count];
+        shape.extend(shape_inner.unwrap_or_default());
+        Ok((shape, data))
+    }
+}
+
+fn fmt_value(c: &Const) -> String {
+    c.to_string()
+}
+
+fn fmt_array(a: &HostArray) -> String {
+    fn rec(a: &HostArray, axis: usize, base: usize, stride: usize) -> String {
+        let n = a.shape[axis];
+        let inner = stride / n.max(1);
+        let parts: Vec<String> = (0..n)
+            .map(|i| {
+                if axis + 1 == a.shape.len() {
+                    fmt_value(&a.get(base + i))
+                } else {
+                    rec(a, axis + 1, base + i * inner, inner)
+                }
+            })
+            .collect();
+        format!("[{}]", parts.join(", "))
+    }
+    rec(a, 0, 0, a.len())
+}
+
+/// Bitwise equality of lanes, except that any NaN equals any NaN.
+pub fn same_bits(ty: Type, a: &[u64], b: &[u64]) -> bool {
+    let s = ty.elem_scalar();
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(&x, &y)| {
+            canon(s, x) == canon(s, y)
+                || (s.is_float() && lane_f64(s, x).is_nan() && lane_f64(s, y).is_nan())
+        })
+}
+
+fn run_line(m: &Module, spec: &str) -> Result<RunResult, String> {
+    let toks = lex(spec).map_err(|d| d.message)?;
+    let mut c = Cur {
+        src: spec,
+        toks,
+        pos: 0,
+    };
+    let t = c.peek();
+    if t.kind != TokKind::ProgName {
+        return Err("a run line starts with `@program(`".into());
+    }
+    c.pos += 1;
+    let pname = &spec[t.start + 1..t.end];
+    let p: &Program = m.get(pname).ok_or_else(|| format!("no program @{pname}"))?;
+    c.expect(b'(')?;
+    let mut elems: Vec<Arg> = Vec::new();
+    let mut apply: Vec<Option<Input>> = Vec::new();
+    let mut is_apply = false;
+    for (i, par) in p.params.iter().enumerate() {
+        if i > 0 {
+            c.expect(b',')?;
+        }
+        let ty = p.ty(par.value);
+        match (par.kind, ty.array_parts()) {
+            (ParamKind::Array, Some((_, elem, _))) => {
+                let (shape, data) = c.array(elem, 1)?;
+                let a = Arc::new(HostArray { elem, shape, data });
+                elems.push(Arg::Array(a.clone()));
+                apply.push(Some(Input::Array(a)));
+            }
+            (ParamKind::Varying, _) if c.is(b'[') => {
+                let (shape, data) = c.array(ty, 1)?;
+                is_apply = true;
+                elems.push(Arg::Value(Const::zero(ty)));
+                apply.push(Some(Input::Array(Arc::new(HostArray {
+                    elem: ty,
+                    shape,
+                    data,
+                }))));
+            }
+            _ => {
+                let v = c.value(ty)?;
+                elems.push(Arg::Value(v));
+                apply.push(if par.kind == ParamKind::Uniform {
+                    Some(Input::Uniform(v))
+                } else {
+                    None
+                });
+            }
+        }
+    }
+    c.expect(b')')?;
+    let call_end = c.peek().start;
+    let mut launch: Option<Vec<usize>> = None;
+    let t = c.peek();
+    if t.kind == TokKind::Word && c.text(t) == "over" {
+        c.pos += 1;
+        let (shape, _) = {
+            c.expect(b'[')?;
+            let mut s = Vec::new();
+            while !c.is(b']') {
+                if !s.is_empty() {
+                    c.expect(b',')?;
+                }
+                let t = c.peek();
+                c.pos += 1;
+                s.push(c.text(t).parse::<usize>().map_err(|_| "bad launch shape")?);
+            }
+            c.pos += 1;
+            (s, ())
+        };
+        launch = Some(shape);
+        is_apply = true;
+    }
+    let call = spec[..call_end].trim_end().to_string();
+    let interp = Interpreter::new(m);
+    // Run.
+    let actual: Result<Vec<String>, String> = if is_apply {
+        if apply.iter().any(Option::is_none) {
+            return Err(
+                "when applying over arrays, every varying input must be an array literal".into(),
+            );
+        }
+        let ins: Vec<Input> = apply.into_iter().flatten().collect();
+        interp
+            .apply(pname, &ins, launch.as_deref())
+            .map(|outs| outs.iter().map(fmt_array).collect())
+            .map_err(|e| e.to_string())
+    } else {
+        interp
+            .run_element(pname, &elems, &[0], &[1])
+            .map(|outs| outs.iter().map(fmt_value).collect())
+            .map_err(|e| e.to_string())
+    };
+    let rest = spec[c.peek().start..].trim();
+    if let Some(msg) = rest.strip_prefix("fails") {
+        let want = msg.trim().trim_matches('"');
+        return Ok(match actual {
+            Err(e) => RunResult {
+                call,
+                expected: format!("fails \"{want}\""),
+                ok: e.contains(want),
+                actual: format!("fails \"{e}\""),
+            },
+            Ok(v) => RunResult {
+                call,
+                expected: format!("fails \"{want}\""),
+                actual: format!("== {}", v.join(", ")),
+                ok: false,
+            },
+        });
+    }
+    c.expect(b'=')?;
+    c.expect(b'=')?;
+    // Expected results, one per output.
+    let mut ok_all = true;
+    let actual_v = actual.clone();
+    for (k, o) in p.outputs.iter().enumerate() {
+        if k > 0 {
+            c.expect(b',')?;
+        }
+        let (exp_lanes, exp_shape): (Vec<u64>, Option<Vec<usize>>) = if c.is(b'[') {
+            let (s, d) = c.array(o.ty, 1)?;
+            (d, Some(s))
+        } else {
+            (c.value(o.ty)?.lane_bits().to_vec(), None)
+        };
+        let ok = match &actual_v {
+            Ok(_) if is_apply => {
+                let ins_ok = exp_shape.is_some();
+                ins_ok && {
+                    // Re-run is avoided: compare against the formatted actual by re-parsing it.
+                    let text = &actual_v.as_ref().map(|v| v[k].clone()).unwrap_or_default();
+                    let toks = lex(text).map_err(|d| d.message)?;
+                    let mut c2 = Cur {
+                        src: text,
+                        toks,
+                        pos: 0,
+                    };
+                    let (s2, d2) = c2.array(o.ty, 1)?;
+                    Some(s2) == exp_shape && same_bits(o.ty, &d2, &exp_lanes)
+                }
+            }
+            Ok(v) => {
+                let text = &v[k];
+                let toks = lex(text).map_err(|d| d.message)?;
+                let mut c2 = Cur {
+                    src: text,
+                    toks,
+                    pos: 0,
+                };
+                let got = c2.value(o.ty)?;
+                exp_shape.is_none() && same_bits(o.ty, got.lane_bits(), &exp_lanes)
+            }
+            Err(_) => false,
+        };
+        ok_all &= ok;
+    }
+    if c.peek().kind != TokKind::Eof {
+        return Err(format!(
+            "unexpected `{}` after the results",
+            &spec[c.peek().start..]
+        ));
+    }
+    let expected = spec[spec.find("==").unwrap_or(0)..].trim().to_string();
+    Ok(RunResult {
+        call,
+        expected,
+        actual: match actual {
+            Ok(v) => format!("== {}", v.join(", ")),
+            Err(e) => format!("fails \"{e}\""),
+        },
+        ok: ok_all,
+    })
+}

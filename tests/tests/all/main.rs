@@ -1,0 +1,6 @@
+//! The one integration-test binary of weft (static LLVM makes each test binary large, so
+//! every integration test is a module here): filetests, parser fuzzing, CLI behaviour.
+
+mod cli;
+mod filetests;
+mod fuzz_parser;
