@@ -372,7 +372,8 @@ impl<'a> Parser<'a> {
 
     fn value_list(&mut self, prog: &mut Program, ps: &mut ProgState) -> PResult<Vec<Value>> {
         let mut v = Vec::new();
-        if self.peek().kind != TokKind::ValueName {
+        // `%x:` starts the next op's definition, not an operand of this one.
+        if self.peek().kind != TokKind::ValueName || self.peek_at(1).kind == TokKind::Punct(b':') {
             return Ok(v);
         }
         loop {

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""The main job's workloads: runs each example in examples/ir through `weft run` on the
+default CPU device and checks the outputs against numpy (exactly where the operations and
+their order are the same, else against an f64 reference within a stated tolerance).
+
+Environment: WEFT = path of the weft binary. Writes its inputs and outputs to a temp dir."""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+WEFT = os.environ.get("WEFT", "target/release/weft")
+EX = os.path.join(os.path.dirname(__file__), "..", "examples", "ir")
+rng = np.random.default_rng(2026)
+tmp = tempfile.mkdtemp(prefix="weft-main-")
+failures = []
+
+
+def path(name):
+    return os.path.join(tmp, name)
+
+
+def run(example, *args):
+    cmd = [WEFT, "run", os.path.join(EX, example), *args]
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True)
+    return time.perf_counter() - t
+
+
+def report(name, ok, detail, secs):
+    print(f"{name:<14} {'ok  ' if ok else 'FAIL'} {secs:7.3f} s  {detail}")
+    if not ok:
+        failures.append(name)
+
+
+def same_bits(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
+
+
+# saxpy: r = 2x + y, exactly numpy's float32 result.
+n = 1_000_000
+x = rng.standard_normal(n, dtype=np.float32)
+y = rng.standard_normal(n, dtype=np.float32)
+np.save(path("x.npy"), x)
+np.save(path("y.npy"), y)
+s = run("saxpy.weft", "--in", "a=2", "--in", f"x={path('x.npy')}", "--in", f"y={path('y.npy')}",
+        "--out", f"r={path('r.npy')}")
+report("saxpy", same_bits(np.load(path("r.npy")), np.float32(2) * x + y), f"n={n}, bit-exact vs numpy", s)
+
+# (r + s) * f on Value3f arrays.
+r3 = rng.standard_normal((n, 3), dtype=np.float32)
+s3 = rng.standard_normal((n, 3), dtype=np.float32)
+np.save(path("r3.npy"), r3)
+np.save(path("s3.npy"), s3)
+s = run("rs_f.weft", "--in", "f=0.5", "--in", f"r={path('r3.npy')}", "--in", f"s={path('s3.npy')}",
+        "--out", f"q={path('q.npy')}")
+report("(r+s)*f", same_bits(np.load(path("q.npy")), (r3 + s3) * np.float32(0.5)), f"n={n}x3, bit-exact", s)
+
+# Particle evolve with bounce and lifetime reset.
+m = 200_000
+pos = rng.uniform(-1, 1, (m, 3)).astype(np.float32)
+pos[:, 1] = np.abs(pos[:, 1]) * 0.01
+vel = rng.standard_normal((m, 3), dtype=np.float32)
+life = rng.uniform(0, 0.05, m).astype(np.float32)
+for nm, arr in (("pos", pos), ("vel", vel), ("life", life)):
+    np.save(path(f"{nm}.npy"), arr)
+dt, g = np.float32(0.01), np.array([0, -9.8, 0], dtype=np.float32)
+s = run("evolve.weft", "--in", "dt=0.01", "--in", "g=0,-9.8,0", "--in", f"pos={path('pos.npy')}",
+        "--in", f"vel={path('vel.npy')}", "--in", f"life={path('life.npy')}",
+        "--out", f"pos={path('p2.npy')}", "--out", f"vel={path('v2.npy')}", "--out", f"life={path('l2.npy')}")
+v1 = vel + g * dt
+p1 = pos + v1 * dt
+below = p1[:, 1] < 0
+p2, v2 = p1.copy(), v1.copy()
+p2[below, 1] = 0
+v2[below, 1] = v1[below, 1] * np.float32(-0.5)
+l1 = life - dt
+dead = l1 <= 0
+p2[dead] = 0
+v2[dead] = [0, 5, 0]
+l1[dead] = 1
+ok = all(same_bits(np.load(path(a)), b) for a, b in (("p2.npy", p2), ("v2.npy", v2), ("l2.npy", l1)))
+report("evolve", ok, f"n={m}, {int(below.sum())} bounced, {int(dead.sum())} reset, bit-exact", s)
+
+# MDH: potential on a 16^3 grid from 1,000 charged atoms, vs an f64 reference.
+atoms = np.concatenate([rng.uniform(-8, 8, (1000, 3)), rng.uniform(-1, 1, (1000, 1))], axis=1).astype(np.float32)
+np.save(path("atoms.npy"), atoms)
+G = 16
+s = run("mdh.weft", "--shape", f"{G},{G},{G}", "--in", "origin=-8.25,-8.25,-8.25", "--in", "spacing=1",
+        "--in", f"atoms={path('atoms.npy')}", "--out", f"potential={path('pot.npy')}")
+k, j, i = np.meshgrid(np.arange(G), np.arange(G), np.arange(G), indexing="ij")
+pts = np.stack([i, j, k], axis=-1).reshape(-1, 3) * 1.0 - 8.25
+a64 = atoms.astype(np.float64)
+ref = np.zeros(len(pts))
+for c in range(0, len(a64), 250):
+    d = pts[:, None, :] - a64[None, c:c + 250, :3]
+    ref += (a64[None, c:c + 250, 3] / np.sqrt((d * d).sum(-1))).sum(-1)
+got = np.load(path("pot.npy")).reshape(-1).astype(np.float64)
+err = np.max(np.abs(got - ref)) / np.max(np.abs(ref))
+report("mdh", err < 1e-4, f"{G}^3 points x {len(atoms)} atoms, max error {err:.1e} of max |V| (tol 1e-4)", s)
+
+# Boundary modes: 3-tap box filter under clamp, repeat, constant(0).
+a = rng.standard_normal(1000, dtype=np.float32)
+np.save(path("a.npy"), a)
+ok_all = True
+total = 0.0
+for mode, padded in (("clamp", np.pad(a, 1, mode="edge")), ("repeat", np.pad(a, 1, mode="wrap")),
+                     ("constant", np.pad(a, 1, mode="constant"))):
+    total += run("boundary.weft", "--program", f"blur_{mode}", "--shape", "1000", "--in", f"a={path('a.npy')}",
+                 "--out", f"b={path('b.npy')}")
+    want = ((padded[:-2] + padded[1:-1]) + padded[2:]) / np.float32(3)
+    ok_all &= same_bits(np.load(path("b.npy")), want)
+report("boundary", ok_all, "clamp, repeat, constant(0): bit-exact vs numpy padding", total)
+
+if failures:
+    print(f"FAILED: {', '.join(failures)}")
+    sys.exit(1)
+print("all workloads match their references")
