@@ -1,6 +1,7 @@
 //! The one integration-test binary of weft (static LLVM makes each test binary large, so
 //! every integration test is a module here): filetests, parser fuzzing, CLI behaviour.
 
+mod builder;
 mod cli;
 mod filetests;
 mod fuzz_parser;
