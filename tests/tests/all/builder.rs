@@ -8,7 +8,9 @@ use weft_ir::{Const, HostArray, Module, Type};
 
 fn run1(m: &Module, name: &str, args: &[Const]) -> Vec<Const> {
     let args: Vec<Arg> = args.iter().map(|&c| Arg::Value(c)).collect();
-    Interpreter::new(m).run_element(name, &args, &[0], &[1]).expect("runs")
+    Interpreter::new(m)
+        .run_element(name, &args, &[0], &[1])
+        .expect("runs")
 }
 
 #[test]
@@ -125,8 +127,14 @@ fn while_and_do_until_loops() {
     b.output("r", r);
     let m = b.finish_module().expect("verifies");
     // The body runs once even when the condition already holds.
-    assert_eq!(run1(&m, "count_down", &[Const::i32(-5)]), vec![Const::i32(-6)]);
-    assert_eq!(run1(&m, "count_down", &[Const::i32(3)]), vec![Const::i32(0)]);
+    assert_eq!(
+        run1(&m, "count_down", &[Const::i32(-5)]),
+        vec![Const::i32(-6)]
+    );
+    assert_eq!(
+        run1(&m, "count_down", &[Const::i32(3)]),
+        vec![Const::i32(0)]
+    );
 }
 
 #[test]
@@ -148,7 +156,9 @@ fn calls_and_apply_over_arrays() {
         Input::Array(Arc::new(HostArray::from_f32(&[1.0, 2.0, 3.0]))),
         Input::Array(Arc::new(HostArray::from_f32(&[4.0, 5.0, 6.0]))),
     ];
-    let out = Interpreter::new(&m).apply("sum_sq", &ins, None).expect("applies");
+    let out = Interpreter::new(&m)
+        .apply("sum_sq", &ins, None)
+        .expect("applies");
     assert_eq!(out[0].to_f32(), vec![17.0, 29.0, 45.0]);
 }
 

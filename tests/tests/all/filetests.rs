@@ -98,3 +98,19 @@ fn every_op_is_interpreted_somewhere() {
         "ops with no interpret filetest: {missing:?}"
     );
 }
+
+/// docs/ir.md's op reference lists every op of the table.
+#[test]
+fn op_reference_is_complete() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/ir.md"))
+        .expect("docs/ir.md");
+    let missing: Vec<&str> = weft_ir::OP_TABLE
+        .iter()
+        .map(|i| i.mnemonic)
+        .filter(|m| !doc.contains(&format!("| `{m}` |")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ops missing from docs/ir.md: {missing:?}"
+    );
+}
