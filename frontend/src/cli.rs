@@ -71,6 +71,10 @@ impl<T: Into<String>> From<T> for CliError {
 
 /// Runs the CLI on the process arguments and returns the exit code.
 pub fn main() -> i32 {
+    // A panic is a weft bug: report it in one line (run_args turns it into exit code 1).
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("error: internal error (a bug in weft, please report it): {info}");
+    }));
     let args: Vec<String> = std::env::args().collect();
     run_args(&args, &mut std::io::stdout(), &mut std::io::stderr())
 }

@@ -328,7 +328,27 @@ impl<'m> Interpreter<'m> {
                 message: "no varying input, so the launch shape must be given".into(),
             });
         };
-        let n: usize = launch.iter().product();
+        let too_big = || RunError::Launch {
+            program: p.name.clone(),
+            message: format!("launch shape {launch:?} is too large to allocate its outputs"),
+        };
+        let n = launch
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .filter(|&n| n <= isize::MAX as usize / 64)
+            .ok_or_else(too_big)?;
+        let mut outs = Vec::with_capacity(p.outputs.len());
+        for o in &p.outputs {
+            let len = n * lanes_of(o.ty);
+            let mut data = Vec::new();
+            data.try_reserve_exact(len).map_err(|_| too_big())?;
+            data.resize(len, 0);
+            outs.push(HostArray {
+                elem: o.ty,
+                shape: launch.clone(),
+                data,
+            });
+        }
         let shape_i: Vec<i64> = launch.iter().map(|&x| x as i64).collect();
         let chunk = 256usize;
         let chunks: Vec<(usize, usize)> = (0..n.div_ceil(chunk))
@@ -339,11 +359,6 @@ impl<'m> Interpreter<'m> {
             .map(|&(lo, hi)| self.run_chunk(p, inputs, &launch, &shape_i, lo, hi))
             .collect();
         let results = results?;
-        let mut outs: Vec<HostArray> = p
-            .outputs
-            .iter()
-            .map(|o| HostArray::zeros(o.ty, &launch))
-            .collect();
         let no = p.outputs.len();
         let mut e = 0usize;
         for chunk in results {
