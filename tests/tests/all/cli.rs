@@ -154,3 +154,70 @@ fn saxpy_matches_two_x_plus_y_bit_for_bit() {
         );
     }
 }
+
+/// Every example verifies, prints canonically and round-trips.
+#[test]
+fn examples_check_and_round_trip() {
+    let mut n = 0;
+    for e in std::fs::read_dir(examples()).expect("examples/ir") {
+        let p = e.expect("entry").path();
+        if p.extension().is_none_or(|x| x != "weft") {
+            continue;
+        }
+        let (code, out, err) = weft(&["check", p.to_str().expect("path")]);
+        assert_eq!(code, 0, "{}: {err}", p.display());
+        assert!(out.contains(": ok"), "{out}");
+        let (code, printed, _) = weft(&["fmt", p.to_str().expect("path")]);
+        assert_eq!(code, 0);
+        let again = weft_ir::print_module(&weft_ir::parse_module(&printed).expect("reparses"));
+        assert_eq!(again, printed, "{}", p.display());
+        n += 1;
+    }
+    assert!(n >= 5, "expected at least 5 examples, found {n}");
+}
+
+/// The evolve example (IF with results) on a few particles, through `weft run` without --out.
+#[test]
+fn run_prints_summaries_without_out() {
+    let dir = tmp("dummy2", b"").parent().expect("dir").to_path_buf();
+    let pos = weft::HostArray {
+        elem: weft::Type::tuple(weft::ScalarType::F32, 3).expect("tuple"),
+        shape: vec![2],
+        data: [0.0f32, 0.001, 0.0, 1.0, 1.0, 1.0]
+            .iter()
+            .map(|x| x.to_bits() as u64)
+            .collect(),
+    };
+    let life = weft::HostArray::from_f32(&[0.005, 0.5]);
+    let (pp, vp, lp) = (
+        dir.join("pos.npy"),
+        dir.join("vel.npy"),
+        dir.join("life.npy"),
+    );
+    weft::npy::write_npy(&pp, &pos).expect("pos");
+    weft::npy::write_npy(&vp, &pos).expect("vel");
+    weft::npy::write_npy(&lp, &life).expect("life");
+    let ev = examples().join("evolve.weft");
+    let (code, out, err) = weft(&[
+        "run",
+        ev.to_str().expect("p"),
+        "--in",
+        "dt=0.01",
+        "--in",
+        "g=0,-9.8,0",
+        "--in",
+        &format!("pos={}", pp.display()),
+        "--in",
+        &format!("vel={}", vp.display()),
+        "--in",
+        &format!("life={}", lp.display()),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // Particle 0 dies (life 0.005 - 0.01 <= 0) and is reset to the emitter.
+    assert!(
+        out.contains("pos: shape [2, 3] f4 [(0.0, 0.0, 0.0), "),
+        "{out}"
+    );
+    assert!(out.contains("life: shape [2] f4 [1.0, 0.49"), "{out}");
+    assert!(out.contains("checksum"), "{out}");
+}
