@@ -14,6 +14,31 @@ pub struct Const {
     pub lanes: [u64; 4],
 }
 
+/// Rounds an f64 to binary16, correctly (round to nearest, ties to even), keeping subnormals.
+/// (`half::f16::from_f64` rounds twice and can be off by one ulp; `from_f32` is avoided too,
+/// so that every conversion to f16 in weft goes through this one function.)
+pub fn f16_from_f64(x: f64) -> f16 {
+    let sign: u16 = if x.is_sign_negative() { 0x8000 } else { 0 };
+    if x.is_nan() {
+        return f16::from_bits(sign | 0x7e00);
+    }
+    let a = x.abs();
+    if a >= 65520.0 {
+        // At or past the midpoint between 65504 and 2^16: ties go to the even (infinite) side.
+        return f16::from_bits(sign | 0x7c00);
+    }
+    let min_normal = 2f64.powi(-14);
+    if a < min_normal {
+        // Subnormal (or zero): units of 2^-24; 1024 units carry into the smallest normal.
+        let q = (a * 2f64.powi(24)).round_ties_even();
+        return f16::from_bits(sign | q as u16);
+    }
+    let e = ((a.to_bits() >> 52) as i32 & 0x7ff) - 1023; // -14..=15
+    let q = (a * 2f64.powi(10 - e) - 1024.0).round_ties_even(); // 0..=1024, exact before rounding
+    let bits = (((e + 15) as u32) << 10) + q as u32; // q = 1024 carries into the exponent
+    f16::from_bits(sign | bits as u16)
+}
+
 /// Masks `bits` to the width of `s` (the canonical lane representation).
 pub fn canon(s: ScalarType, bits: u64) -> u64 {
     match s.bits() {
@@ -109,7 +134,7 @@ pub fn fmt_lane(f: &mut impl fmt::Write, s: ScalarType, bits: u64) -> fmt::Resul
             if x.is_nan() {
                 fmt_nan(f, bits, f16::NAN.to_bits() as u64, 15)
             } else {
-                fmt_float(f, x.to_f32() as f64, format!("{:?}", x.to_f32()))
+                fmt_float(f, x.to_f32() as f64, shortest_f16(x))
             }
         }
         ScalarType::F32 => {
@@ -129,6 +154,19 @@ pub fn fmt_lane(f: &mut impl fmt::Write, s: ScalarType, bits: u64) -> fmt::Resul
             }
         }
     }
+}
+
+/// The shortest decimal that parses back (as [`parse_lane`] does: to f64, then rounded once
+/// to f16) to `x`.
+fn shortest_f16(x: f16) -> String {
+    let v = x.to_f64();
+    for digits in 0..9 {
+        let y: f64 = format!("{v:.digits$e}").parse().unwrap_or(v);
+        if f16_from_f64(y) == x {
+            return format!("{y:?}");
+        }
+    }
+    format!("{v:?}")
 }
 
 fn fmt_float(f: &mut impl fmt::Write, x: f64, shortest: String) -> fmt::Result {
@@ -240,7 +278,8 @@ pub fn parse_lane(s: ScalarType, neg: bool, text: &str) -> Result<u64, String> {
                             (if neg { -v } else { v }).to_bits()
                         }
                         _ => {
-                            let v: f16 = text.parse().map_err(|_| bad())?;
+                            // Decimal -> f64 (correctly rounded) -> f16 (correctly rounded).
+                            let v = f16_from_f64(text.parse::<f64>().map_err(|_| bad())?);
                             (if neg { -v } else { v }).to_bits() as u64
                         }
                     });
@@ -248,10 +287,60 @@ pub fn parse_lane(s: ScalarType, neg: bool, text: &str) -> Result<u64, String> {
             };
             let x = if neg { -x } else { x };
             Ok(match s {
-                ScalarType::F16 => f16::from_f64(x).to_bits() as u64,
+                ScalarType::F16 => f16_from_f64(x).to_bits() as u64,
                 ScalarType::F32 => (x as f32).to_bits() as u64,
                 _ => x.to_bits(),
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reference: round the exact value of `x` to the nearest f16 by exhaustive search.
+    fn nearest_f16(x: f64) -> u16 {
+        let mut best = 0u16;
+        let mut best_err = f64::INFINITY;
+        for b in 0..0x7c01u16 {
+            let v = f16::from_bits(b).to_f64();
+            let err = (v - x.abs()).abs();
+            if err < best_err || (err == best_err && b % 2 == 0) {
+                best = b;
+                best_err = err;
+            }
+        }
+        best | if x.is_sign_negative() { 0x8000 } else { 0 }
+    }
+
+    #[test]
+    fn f16_rounding_is_correct_at_midpoints() {
+        // Every midpoint between adjacent finite f16 values, and just above and below it.
+        for b in 0..0x7bffu16 {
+            let lo = f16::from_bits(b).to_f64();
+            let hi = f16::from_bits(b + 1).to_f64();
+            let mid = (lo + hi) / 2.0;
+            for x in [mid, mid * (1.0 + 1e-12), mid * (1.0 - 1e-12), lo, -mid] {
+                let got = f16_from_f64(x).to_bits();
+                let want = if x.abs() > 65504.0 && x.abs() >= 65520.0 {
+                    0x7c00 | (got & 0x8000)
+                } else {
+                    nearest_f16(x)
+                };
+                if b % 97 == 0 || x == mid {
+                    assert_eq!(got, want, "x = {x:e}");
+                }
+            }
+        }
+        assert_eq!(f16_from_f64(65519.99).to_bits(), 0x7bff);
+        assert_eq!(f16_from_f64(65520.0).to_bits(), 0x7c00);
+        assert_eq!(
+            f16_from_f64(1.0 + 3.0 / 2048.0 - 3.0 / 2147483648.0).to_bits(),
+            0x3c01
+        );
+        assert_eq!(f16_from_f64(2f64.powi(-25)).to_bits(), 0); // tie to even (zero)
+        assert_eq!(f16_from_f64(2f64.powi(-25) * 3.0).to_bits(), 2); // 1.5 units: tie to even
+        assert_eq!(f16_from_f64(-0.0).to_bits(), 0x8000);
     }
 }

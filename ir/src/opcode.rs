@@ -378,7 +378,7 @@ pub fn infer(
             match args[1].lanes() {
                 Some((ScalarType::I32 | ScalarType::I64, n)) if n == dims => Ok(elem),
                 _ => Err(format!(
-                    "`read` of a {dims}-D array needs {} coordinates, got {}",
+                    "`read` of a {dims}-D array needs {}, got {}",
                     coord_desc(dims),
                     args[1]
                 )),
@@ -398,9 +398,9 @@ pub fn infer(
 
 fn coord_desc(dims: u8) -> String {
     if dims == 1 {
-        "an i32 or i64".into()
+        "an i32 or i64 coordinate".into()
     } else {
-        format!("<{dims} x i32> or <{dims} x i64>")
+        format!("<{dims} x i32> or <{dims} x i64> coordinates")
     }
 }
 
@@ -412,7 +412,10 @@ fn check_coord_type(mn: &str, t: Type, dims: Option<u8>) -> Result<Type, String>
         }
         _ => Err(format!(
             "`{mn}` result must be {}, got {t}",
-            dims.map_or("i32/i64 with 1 to 3 lanes".into(), coord_desc)
+            dims.map_or("i32/i64 with 1 to 3 lanes".into(), |d| match d {
+                1 => "i32 or i64".into(),
+                d => format!("<{d} x i32> or <{d} x i64>"),
+            })
         )),
     }
 }

@@ -12,7 +12,8 @@ use std::collections::HashMap;
 /// Deepest region nesting the parser accepts.
 pub const MAX_DEPTH: usize = 200;
 
-/// Parses a module. Errors: the first syntax error, or every undefined or redefined value.
+/// Parses a module. Errors: the first syntax error, or every undefined value.
+/// (Duplicate program names are the verifier's to report.)
 pub fn parse_module(src: &str) -> Result<Module, Errors> {
     match parse_module_partial(src)? {
         (m, errs) if errs.is_empty() => Ok(m),
@@ -43,7 +44,7 @@ pub fn parse_and_verify(src: &str) -> Result<Module, Errors> {
     }
 }
 
-/// Parses a module, returning it with the undefined-value and duplicate-program errors found
+/// Parses a module, returning it with the undefined-value errors found
 /// (the module is complete apart from those). Errors: the first syntax error.
 pub fn parse_module_partial(src: &str) -> Result<(Module, Vec<Diagnostic>), Errors> {
     let toks = lex(src).map_err(|d| Errors(vec![d]))?;
@@ -55,19 +56,11 @@ pub fn parse_module_partial(src: &str) -> Result<(Module, Vec<Diagnostic>), Erro
     };
     let mut m = Module::new();
     let mut errors = Vec::new();
-    let mut seen: HashMap<String, ()> = HashMap::new();
     while p.peek().kind != TokKind::Eof {
-        let start = p.peek();
         let mut ps = ProgState::default();
         match p.program(&mut ps) {
             Ok(prog) => {
                 errors.extend(ps.undefined(&prog));
-                if seen.insert(prog.name.clone(), ()).is_some() {
-                    errors.push(Diagnostic::new(
-                        Loc::span(start.start..p.prev_end()),
-                        format!("program @{} is defined twice", prog.name),
-                    ));
-                }
                 m.programs.push(prog);
             }
             Err(d) => return Err(Errors(vec![d])),
@@ -635,6 +628,7 @@ impl<'a> Parser<'a> {
     ) -> PResult<(Vec<Value>, Vec<Region>)> {
         match opcode {
             Opcode::If => {
+                let if_tok = self.toks[self.pos.saturating_sub(1)];
                 let c = self.use_value(prog, ps)?;
                 let (t, e) = (prog.new_region(), prog.new_region());
                 self.block(prog, ps, t, Opcode::Yield)?;
@@ -643,6 +637,7 @@ impl<'a> Parser<'a> {
                     self.block(prog, ps, e, Opcode::Yield)?;
                 } else {
                     let y = prog.new_op(Opcode::Yield, vec![], Imm::None, &[], vec![]);
+                    prog.set_op_loc(y, Loc::span(if_tok.start..if_tok.end));
                     prog.append(e, y);
                 }
                 Ok((vec![c], vec![t, e]))

@@ -96,7 +96,7 @@ fn verify_into(m: &Module, p: &Program, errs: &mut Vec<Diagnostic>) {
         }
     }
     let outs: Vec<Type> = p.outputs.iter().map(|o| o.ty).collect();
-    v.region(p.body, &outs, Opcode::Return, 0);
+    v.region(p.body, &outs, Opcode::Return, "program outputs", 0);
 }
 
 impl V<'_> {
@@ -104,8 +104,9 @@ impl V<'_> {
         self.errs.push(at(self.p, loc, msg));
     }
 
-    /// Checks region `r`: its ops in scope order, ending in `term` yielding `yields`.
-    fn region(&mut self, r: Region, yields: &[Type], term: Opcode, depth: usize) {
+    /// Checks region `r`: its ops in scope order, ending in `term` yielding `yields`
+    /// (`what` names those values in messages).
+    fn region(&mut self, r: Region, yields: &[Type], term: Opcode, what: &str, depth: usize) {
         let p = self.p;
         if depth > 10_000 {
             self.err(p.loc, "regions nested too deeply".into());
@@ -140,12 +141,11 @@ impl V<'_> {
                             d.opcode.mnemonic()
                         ),
                     );
-                } else {
-                    let what = if term == Opcode::Return {
-                        "program outputs"
-                    } else {
-                        "region results"
-                    };
+                } else if !d
+                    .args
+                    .iter()
+                    .any(|&a| p.value(a).def == ValueDef::Undefined)
+                {
                     self.check_types(loc, &d.args, yields, what);
                 }
             }
@@ -329,11 +329,20 @@ impl V<'_> {
                         format!("`if` needs one bool condition, got ({})", show(args)),
                     );
                 }
-                for &r in &d.regions {
+                let else_ops = &p.region(d.regions[1]).ops;
+                let trivial_else = else_ops.len() == 1 && p.op(else_ops[0]).args.is_empty();
+                for (k, &r) in d.regions.iter().enumerate() {
                     if !p.region(r).args.is_empty() {
                         self.err(loc, "`if` regions take no arguments".into());
                     }
-                    self.region(r, res, Opcode::Yield, depth + 1);
+                    let what = match k {
+                        0 => "`if` results",
+                        _ if trivial_else && !res.is_empty() => {
+                            "`else` results (an `if` with results needs an `else` yielding them)"
+                        }
+                        _ => "`else` results",
+                    };
+                    self.region(r, res, Opcode::Yield, what, depth + 1);
                 }
             }
             Opcode::For => {
@@ -367,7 +376,7 @@ impl V<'_> {
                 if inits != carried || carried != res {
                     self.err(loc, format!("`for` carried values: initial ({}), region arguments ({}) and results ({}) must match", show(inits), show(carried), show(res)));
                 }
-                self.region(r, res, Opcode::Yield, depth + 1);
+                self.region(r, res, Opcode::Yield, "`for` carried values", depth + 1);
             }
             _ => {
                 let (body, cond) = if d.opcode == Opcode::While {
@@ -404,12 +413,19 @@ impl V<'_> {
                     [body, cond]
                 };
                 for r in order {
-                    let y: &[Type] = if r == cond {
-                        std::slice::from_ref(&bool_t)
+                    if r == cond {
+                        let what = format!("`{mn}` condition");
+                        self.region(
+                            r,
+                            std::slice::from_ref(&bool_t),
+                            Opcode::Yield,
+                            &what,
+                            depth + 1,
+                        );
                     } else {
-                        res
-                    };
-                    self.region(r, y, Opcode::Yield, depth + 1);
+                        let what = format!("`{mn}` carried values");
+                        self.region(r, res, Opcode::Yield, &what, depth + 1);
+                    }
                 }
             }
         }

@@ -8,7 +8,7 @@
 //! - `test interpret`: every `; run: @p(ARGS) == RESULTS` runs @p on the interpreter;
 //!   `; run: @p(ARGS) fails "TEXT"` expects a run error containing TEXT. An array literal
 //!   (`[1, 2, 3]`) for a varying input applies @p over the array; `over [4, 4]` gives the
-//!   launch shape when there is no varying input.
+//!   launch shape when there is no varying input; `fuel N` sets the interpreter's fuel.
 //!
 //! Bless mode (`WEFT_BLESS=1`) rewrites the results of `; run:` lines with what the
 //! interpreter computed.
@@ -114,9 +114,10 @@ fn verifier(name: &str, src: &str, out: &mut Outcome) {
     let mut expected: Vec<(usize, String, bool)> = src
         .lines()
         .enumerate()
-        .filter_map(|(i, l)| {
-            l.split_once("; error:")
-                .map(|(_, e)| (i + 1, e.trim().to_string(), false))
+        .flat_map(|(i, l)| {
+            l.split("; error:")
+                .skip(1)
+                .map(move |e| (i + 1, e.trim().to_string(), false))
         })
         .collect();
     let diags = match weft_ir::parse_and_verify(&text) {
@@ -395,30 +396,47 @@ fn run_line(m: &Module, spec: &str) -> Result<RunResult, String> {
         }
     }
     c.expect(b')')?;
-    let call_end = c.peek().start;
     let mut launch: Option<Vec<usize>> = None;
-    let t = c.peek();
-    if t.kind == TokKind::Word && c.text(t) == "over" {
-        c.pos += 1;
-        let (shape, _) = {
-            c.expect(b'[')?;
-            let mut s = Vec::new();
-            while !c.is(b']') {
-                if !s.is_empty() {
-                    c.expect(b',')?;
+    let mut fuel: Option<u64> = None;
+    loop {
+        let t = c.peek();
+        let word = if t.kind == TokKind::Word {
+            c.text(t)
+        } else {
+            ""
+        };
+        match word {
+            "over" => {
+                c.pos += 1;
+                c.expect(b'[')?;
+                let mut s = Vec::new();
+                while !c.is(b']') {
+                    if !s.is_empty() {
+                        c.expect(b',')?;
+                    }
+                    let t = c.peek();
+                    c.pos += 1;
+                    s.push(c.text(t).parse::<usize>().map_err(|_| "bad launch shape")?);
                 }
+                c.pos += 1;
+                launch = Some(s);
+                is_apply = true;
+            }
+            "fuel" => {
+                c.pos += 1;
                 let t = c.peek();
                 c.pos += 1;
-                s.push(c.text(t).parse::<usize>().map_err(|_| "bad launch shape")?);
+                fuel = Some(c.text(t).parse::<u64>().map_err(|_| "bad fuel amount")?);
             }
-            c.pos += 1;
-            (s, ())
-        };
-        launch = Some(shape);
-        is_apply = true;
+            _ => break,
+        }
     }
+    let call_end = c.peek().start;
     let call = spec[..call_end].trim_end().to_string();
-    let interp = Interpreter::new(m);
+    let mut interp = Interpreter::new(m);
+    if let Some(f) = fuel {
+        interp.fuel = f;
+    }
     // Run.
     let actual: Result<Vec<String>, String> = if is_apply {
         if apply.iter().any(Option::is_none) {

@@ -1,7 +1,7 @@
 //! Lane-level semantics of DESIGN §3: every arithmetic, bitwise, comparison, conversion and
 //! math op on one lane of canonical bits (see [`crate::konst::canon`]).
 
-use crate::konst::{canon, lane_f64, lane_i64};
+use crate::konst::{canon, f16_from_f64, lane_f64, lane_i64};
 use crate::opcode::Opcode;
 use crate::types::ScalarType;
 use half::f16;
@@ -236,7 +236,7 @@ fn f16_fma(x: f16, y: f16, z: f16) -> f16 {
     let c = z.to_f64();
     let s = p + c;
     if !s.is_finite() {
-        return f16::from_f64(s);
+        return f16_from_f64(s);
     }
     let bb = s - p;
     let e = (p - (s - bb)) + (c - bb);
@@ -247,7 +247,7 @@ fn f16_fma(x: f16, y: f16, z: f16) -> f16 {
         }
         bits |= 1; // round to odd
     }
-    f16::from_f64(f64::from_bits(bits))
+    f16_from_f64(f64::from_bits(bits))
 }
 
 /// A float op of arity 1..3 (arithmetic and math); f16 is computed in f32 and rounded
@@ -260,9 +260,9 @@ pub fn float_op(op: Opcode, s: ScalarType, a: u64, b: u64, c: u64) -> u64 {
                 Opcode::Fma => f16_fma(h(a), h(b), h(c)),
                 Opcode::Neg => -h(a),
                 Opcode::Abs => f16::from_bits(a as u16 & 0x7fff),
-                Opcode::Min => f16::from_f32(fminimum(h(a).to_f32(), h(b).to_f32())),
-                Opcode::Max => f16::from_f32(fmaximum(h(a).to_f32(), h(b).to_f32())),
-                _ => f16::from_f32(f32_op(op, h(a).to_f32(), h(b).to_f32(), 0.0)),
+                Opcode::Min => f16_from_f64(fminimum(h(a).to_f32(), h(b).to_f32()) as f64),
+                Opcode::Max => f16_from_f64(fmaximum(h(a).to_f32(), h(b).to_f32()) as f64),
+                _ => f16_from_f64(f32_op(op, h(a).to_f32(), h(b).to_f32(), 0.0) as f64),
             };
             r.to_bits() as u64
         }
@@ -298,7 +298,7 @@ pub fn cast(from: ScalarType, to: ScalarType, a: u64) -> u64 {
             ScalarType::U16 => x as u16 as u64,
             ScalarType::U32 => x as u32 as u64,
             ScalarType::U64 => x as u64,
-            ScalarType::F16 => f16::from_f64(x).to_bits() as u64,
+            ScalarType::F16 => f16_from_f64(x).to_bits() as u64,
             ScalarType::F32 => (x as f32).to_bits() as u64,
             _ => x.to_bits(),
         };
@@ -312,7 +312,7 @@ pub fn cast(from: ScalarType, to: ScalarType, a: u64) -> u64 {
     match to {
         ScalarType::F16 => {
             // |v| < 2^53 converts to f64 exactly; larger values are beyond f16's range.
-            f16::from_f64(v as f64).to_bits() as u64
+            f16_from_f64(v as f64).to_bits() as u64
         }
         ScalarType::F32 => {
             let f = if from.is_signed_int() {
