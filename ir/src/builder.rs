@@ -445,30 +445,20 @@ impl ProgramBuilder {
         let args = self.carry_into(r, &live);
         self.in_region(r, |b| body(b, iv));
         let after = std::mem::replace(&mut self.defs, before);
-        let keep: Vec<bool> = live
-            .iter()
-            .zip(&args)
-            .map(|(&(k, _), &a)| after[k] != Some(a))
-            .collect();
-        let outer: Vec<Value> = live.iter().map(|&(_, v)| v).collect();
-        self.prune(r, 1, &args, &keep, &outer);
-        let carried: Vec<(usize, Value)> = live
-            .iter()
-            .zip(&keep)
-            .filter(|(_, &k)| k)
-            .map(|(&l, _)| l)
-            .collect();
-        let yields: Vec<Value> = carried
-            .iter()
-            .map(|&(k, _)| after[k].expect("live"))
-            .collect();
-        self.yield_in(r, yields, loc);
+        let lc = LoopCarried::new(&live, &args, &after);
+        self.prune(r, 1, &args, &lc.keep, &lc.outer);
+        self.yield_in(r, lc.yields.clone(), loc);
         let mut opargs = vec![lo, hi, step];
-        opargs.extend(carried.iter().map(|&(_, v)| v));
-        let types: Vec<Type> = carried.iter().map(|&(_, v)| self.prog.ty(v)).collect();
+        opargs.extend(lc.inits());
+        let types: Vec<Type> = lc.inits().map(|v| self.prog.ty(v)).collect();
         let op = self.push(Opcode::For, opargs, Imm::None, &types, vec![r]);
+        self.def_loop_results(op, &lc);
+    }
+
+    /// After a loop op: each carried variable takes the op's matching result.
+    fn def_loop_results(&mut self, op: Op, lc: &LoopCarried) {
         let results = self.prog.op(op).results.clone();
-        for (&(k, _), &res) in carried.iter().zip(&results) {
+        for (&(k, _), &res) in lc.carried.iter().zip(&results) {
             self.def_var(Variable(k as u32), res);
         }
     }
@@ -507,27 +497,12 @@ impl ProgramBuilder {
         let cond_args = self.carry_into(rc, &live);
         let c = self.in_region(rc, cond);
         self.defs = before;
-        let keep: Vec<bool> = live
-            .iter()
-            .zip(&body_args)
-            .map(|(&(k, _), &a)| after[k] != Some(a))
-            .collect();
-        let outer: Vec<Value> = live.iter().map(|&(_, v)| v).collect();
-        self.prune(rb, 0, &body_args, &keep, &outer);
-        self.prune(rc, 0, &cond_args, &keep, &outer);
-        let carried: Vec<(usize, Value)> = live
-            .iter()
-            .zip(&keep)
-            .filter(|(_, &k)| k)
-            .map(|(&l, _)| l)
-            .collect();
-        let yields: Vec<Value> = carried
-            .iter()
-            .map(|&(k, _)| after[k].expect("live"))
-            .collect();
-        self.yield_in(rb, yields, loc);
+        let lc = LoopCarried::new(&live, &body_args, &after);
+        self.prune(rb, 0, &body_args, &lc.keep, &lc.outer);
+        self.prune(rc, 0, &cond_args, &lc.keep, &lc.outer);
+        self.yield_in(rb, lc.yields.clone(), loc);
         self.yield_in(rc, vec![c], loc);
-        let inits: Vec<Value> = carried.iter().map(|&(_, v)| v).collect();
+        let inits: Vec<Value> = lc.inits().collect();
         let types: Vec<Type> = inits.iter().map(|&v| self.prog.ty(v)).collect();
         let regions = if opcode == Opcode::While {
             vec![rc, rb]
@@ -537,10 +512,7 @@ impl ProgramBuilder {
         let op = self.prog.new_op(opcode, inits, Imm::None, &types, regions);
         self.prog.set_op_loc(op, Loc::Rust(loc));
         self.prog.append(self.cur, op);
-        let results = self.prog.op(op).results.clone();
-        for (&(k, _), &res) in carried.iter().zip(&results) {
-            self.def_var(Variable(k as u32), res);
-        }
+        self.def_loop_results(op, &lc);
     }
 
     /// Ends the body with `return` of the outputs and verifies the program (calls are checked
@@ -567,6 +539,47 @@ impl ProgramBuilder {
         m.programs.push(self.prog);
         crate::verify::verify_module(&m)?;
         Ok(m)
+    }
+}
+
+/// Which live variables a loop body assigned (those are loop-carried) and their values.
+struct LoopCarried {
+    /// Per live variable: carried (assigned in the body) or not.
+    keep: Vec<bool>,
+    /// Per live variable: its value before the loop.
+    outer: Vec<Value>,
+    /// Carried variables: (variable index, value before the loop).
+    carried: Vec<(usize, Value)>,
+    /// Carried variables' values at the end of the body.
+    yields: Vec<Value>,
+}
+
+impl LoopCarried {
+    /// `live`: variables live before the loop; `args`: their region arguments in the body;
+    /// `after`: every variable's value at the end of the body.
+    fn new(live: &[(usize, Value)], args: &[Value], after: &[Option<Value>]) -> LoopCarried {
+        let keep: Vec<bool> = live
+            .iter()
+            .zip(args)
+            .map(|(&(k, _), &a)| after[k] != Some(a))
+            .collect();
+        let carried: Vec<(usize, Value)> = live
+            .iter()
+            .zip(&keep)
+            .filter(|(_, &k)| k)
+            .map(|(&l, _)| l)
+            .collect();
+        LoopCarried {
+            outer: live.iter().map(|&(_, v)| v).collect(),
+            yields: carried.iter().filter_map(|&(k, _)| after[k]).collect(),
+            keep,
+            carried,
+        }
+    }
+
+    /// The carried variables' initial values.
+    fn inits(&self) -> impl Iterator<Item = Value> + '_ {
+        self.carried.iter().map(|&(_, v)| v)
     }
 }
 

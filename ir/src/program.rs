@@ -231,21 +231,11 @@ impl Program {
         result_types: &[Type],
         regions: Vec<Region>,
     ) -> Op {
-        let op = Op(self.ops.len() as u32);
         let results = result_types
             .iter()
-            .enumerate()
-            .map(|(i, &t)| self.new_value(t, None, ValueDef::Result(op, i as u32)))
+            .map(|&t| self.new_value(t, None, ValueDef::Undefined))
             .collect();
-        self.ops.push(OpData {
-            opcode,
-            args,
-            imm,
-            results,
-            regions,
-        });
-        self.op_locs.push(Loc::None);
-        op
+        self.new_op_with_results(opcode, args, imm, results, regions)
     }
 
     /// Creates an op whose results are the given existing (so far undefined) values.

@@ -216,27 +216,7 @@ impl<'m> Interpreter<'m> {
                 }
             }
         }
-        let mut ctx = Ctx {
-            fuel: self.fuel,
-            index,
-            shape,
-            out_of_fuel: false,
-            launch_error: None,
-        };
-        let outs = self.exec_region(p, &mut frame, &mut ctx, p.body);
-        if let Some(message) = ctx.launch_error.take() {
-            return Err(RunError::Launch {
-                program: p.name.clone(),
-                message,
-            });
-        }
-        if ctx.out_of_fuel {
-            return Err(RunError::OutOfFuel {
-                program: p.name.clone(),
-                fuel: self.fuel,
-                element: 0,
-            });
-        }
+        let outs = self.run_body(p, &mut frame, index, shape, 0)?;
         Ok(p.outputs
             .iter()
             .zip(outs)
@@ -406,30 +386,43 @@ impl<'m> Interpreter<'m> {
                     frame.vals[par.value.index()] = lanes;
                 }
             }
-            let mut ctx = Ctx {
-                fuel: self.fuel,
-                index: &index,
-                shape: shape_i,
-                out_of_fuel: false,
-                launch_error: None,
-            };
-            let r = self.exec_region(p, &mut frame, &mut ctx, p.body);
-            if let Some(message) = ctx.launch_error.take() {
-                return Err(RunError::Launch {
-                    program: p.name.clone(),
-                    message,
-                });
-            }
-            if ctx.out_of_fuel {
-                return Err(RunError::OutOfFuel {
-                    program: p.name.clone(),
-                    fuel: self.fuel,
-                    element: e,
-                });
-            }
-            out.extend(r);
+            out.extend(self.run_body(p, &mut frame, &index, shape_i, e)?);
         }
         Ok(out)
+    }
+
+    /// Runs the body of `p` for one element (row-major number `element`, for messages)
+    /// with fresh fuel; returns the outputs.
+    fn run_body(
+        &self,
+        p: &Program,
+        frame: &mut Frame,
+        index: &[i64],
+        shape: &[i64],
+        element: usize,
+    ) -> Result<Vec<Lanes>, RunError> {
+        let mut ctx = Ctx {
+            fuel: self.fuel,
+            index,
+            shape,
+            out_of_fuel: false,
+            launch_error: None,
+        };
+        let outs = self.exec_region(p, frame, &mut ctx, p.body);
+        if let Some(message) = ctx.launch_error.take() {
+            return Err(RunError::Launch {
+                program: p.name.clone(),
+                message,
+            });
+        }
+        if ctx.out_of_fuel {
+            return Err(RunError::OutOfFuel {
+                program: p.name.clone(),
+                fuel: self.fuel,
+                element,
+            });
+        }
+        Ok(outs)
     }
 
     /// Runs region `r`; returns its terminator's operand values.

@@ -167,67 +167,44 @@ pub fn float_compare(op: Opcode, s: ScalarType, a: u64, b: u64) -> bool {
     }
 }
 
-fn f32_op(op: Opcode, x: f32, y: f32, z: f32) -> f32 {
-    match op {
-        Opcode::Add => x + y,
-        Opcode::Sub => x - y,
-        Opcode::Mul => x * y,
-        Opcode::Div => x / y,
-        Opcode::Rem => x % y,
-        Opcode::Neg => -x,
-        Opcode::Abs => x.abs(),
-        Opcode::Min => fminimum(x, y),
-        Opcode::Max => fmaximum(x, y),
-        Opcode::Fma => x.mul_add(y, z),
-        Opcode::Sqrt => x.sqrt(),
-        Opcode::Rsqrt => 1.0 / x.sqrt(),
-        Opcode::Exp => x.exp(),
-        Opcode::Exp2 => x.exp2(),
-        Opcode::Log => x.ln(),
-        Opcode::Log2 => x.log2(),
-        Opcode::Sin => x.sin(),
-        Opcode::Cos => x.cos(),
-        Opcode::Tan => x.tan(),
-        Opcode::Pow => x.powf(y),
-        Opcode::Atan2 => x.atan2(y),
-        Opcode::Floor => x.floor(),
-        Opcode::Ceil => x.ceil(),
-        Opcode::Round => x.round(),
-        Opcode::Trunc => x.trunc(),
-        _ => f32::NAN,
-    }
+macro_rules! float_op_fn {
+    ($name:ident, $t:ty) => {
+        /// One float op on native values (arity 1 to 3; unused operands are ignored).
+        fn $name(op: Opcode, x: $t, y: $t, z: $t) -> $t {
+            match op {
+                Opcode::Add => x + y,
+                Opcode::Sub => x - y,
+                Opcode::Mul => x * y,
+                Opcode::Div => x / y,
+                Opcode::Rem => x % y,
+                Opcode::Neg => -x,
+                Opcode::Abs => x.abs(),
+                Opcode::Min => fminimum(x, y),
+                Opcode::Max => fmaximum(x, y),
+                Opcode::Fma => x.mul_add(y, z),
+                Opcode::Sqrt => x.sqrt(),
+                Opcode::Rsqrt => 1.0 / x.sqrt(),
+                Opcode::Exp => x.exp(),
+                Opcode::Exp2 => x.exp2(),
+                Opcode::Log => x.ln(),
+                Opcode::Log2 => x.log2(),
+                Opcode::Sin => x.sin(),
+                Opcode::Cos => x.cos(),
+                Opcode::Tan => x.tan(),
+                Opcode::Pow => x.powf(y),
+                Opcode::Atan2 => x.atan2(y),
+                Opcode::Floor => x.floor(),
+                Opcode::Ceil => x.ceil(),
+                Opcode::Round => x.round(),
+                Opcode::Trunc => x.trunc(),
+                _ => <$t>::NAN,
+            }
+        }
+    };
 }
 
-fn f64_op(op: Opcode, x: f64, y: f64, z: f64) -> f64 {
-    match op {
-        Opcode::Add => x + y,
-        Opcode::Sub => x - y,
-        Opcode::Mul => x * y,
-        Opcode::Div => x / y,
-        Opcode::Rem => x % y,
-        Opcode::Neg => -x,
-        Opcode::Abs => x.abs(),
-        Opcode::Min => fminimum(x, y),
-        Opcode::Max => fmaximum(x, y),
-        Opcode::Fma => x.mul_add(y, z),
-        Opcode::Sqrt => x.sqrt(),
-        Opcode::Rsqrt => 1.0 / x.sqrt(),
-        Opcode::Exp => x.exp(),
-        Opcode::Exp2 => x.exp2(),
-        Opcode::Log => x.ln(),
-        Opcode::Log2 => x.log2(),
-        Opcode::Sin => x.sin(),
-        Opcode::Cos => x.cos(),
-        Opcode::Tan => x.tan(),
-        Opcode::Pow => x.powf(y),
-        Opcode::Atan2 => x.atan2(y),
-        Opcode::Floor => x.floor(),
-        Opcode::Ceil => x.ceil(),
-        Opcode::Round => x.round(),
-        Opcode::Trunc => x.trunc(),
-        _ => f64::NAN,
-    }
-}
+float_op_fn!(f32_op, f32);
+float_op_fn!(f64_op, f64);
 
 /// Correctly rounded binary16 `x*y + z`: the exact product is an f64; the sum is rounded
 /// to f64 with round-to-odd (TwoSum error term), after which rounding to f16 is correct.

@@ -95,7 +95,13 @@ const TOKENS: &[&str] = &[
     "0x",
 ];
 
-fn corpus() -> Vec<String> {
+/// The corpus, read once: every filetest and example.
+fn corpus() -> &'static [String] {
+    static CORPUS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    CORPUS.get_or_init(read_corpus)
+}
+
+fn read_corpus() -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut v = Vec::new();
     for dir in [root.join("filetests"), root.join("../examples/ir")] {
