@@ -1,6 +1,203 @@
-//! weft-backend-cranelift: lowers verified weft IR to Cranelift IR for 128-bit SIMD host code.
-//! Not yet implemented (the Cranelift issue); the crate exists so the workspace layout of
-//! DESIGN §1 holds from the start.
+//! weft-backend-cranelift: compiles a verified weft program to host SIMD code through
+//! Cranelift (128-bit vectors: blocks of 4 elements), as one function in the kernel ABI of
+//! docs/abi.md. A pure compiler: it knows nothing of devices or buffers.
+
+pub mod abi;
+mod lower;
+
+pub use abi::Layout;
+pub use lower::LowerError;
+
+use cranelift_codegen::ir::{types as T, AbiParam, FuncRef, UserFuncName};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::Context;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module as _};
+use half::f16;
+use weft_ir::interp::scalar;
+use weft_ir::konst::f16_from_f64;
+use weft_ir::{Module, Opcode, ScalarType, OP_TABLE};
 
 /// The backend's name as used by `weft run --backend`.
 pub const NAME: &str = "cranelift";
+
+/// Why compilation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    /// No such program.
+    #[error("no program @{0} in the module")]
+    UnknownProgram(String),
+    /// The host ISA could not be set up.
+    #[error("cranelift: host ISA: {0}")]
+    Isa(String),
+    /// Lowering failed (an op or type this backend does not handle).
+    #[error(transparent)]
+    Lower(#[from] LowerError),
+    /// Cranelift rejected the function.
+    #[error("cranelift: {0}")]
+    Codegen(String),
+}
+
+/// Signature of a compiled kernel: `(ctx, begin, end)` processes elements `[begin, end)`;
+/// `begin` is a multiple of [`abi::BLOCK`] and buffers are padded to whole blocks.
+pub type KernelFn = unsafe extern "C" fn(ctx: *const u64, begin: i64, end: i64);
+
+/// A compiled program: its entry point, its context layout, and the JIT memory holding it
+/// (released when the kernel is dropped).
+pub struct Kernel {
+    module: Option<JITModule>,
+    entry: KernelFn,
+    /// Where parameters, outputs and the launch shape go in the context block.
+    pub layout: Layout,
+    /// The CLIF text of the function (for `weft emit --target clif`).
+    pub clif: String,
+}
+
+impl Kernel {
+    /// The entry point.
+    ///
+    /// # Safety
+    /// The caller must pass a context block laid out per [`Kernel::layout`] whose pointers
+    /// address buffers of at least `end` rounded up to a whole block of elements (arrays:
+    /// at least one element), and keep them alive for the call.
+    pub unsafe fn entry(&self) -> KernelFn {
+        self.entry
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            // SAFETY: the entry pointer dies with `self`; nothing else refers to this memory.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
+// SAFETY: the JIT memory is immutable after finalization and the entry point is a plain
+// function; the module is only touched again on drop.
+unsafe impl Send for Kernel {}
+unsafe impl Sync for Kernel {}
+
+/// Helper functions compiled code calls for lanes Cranelift has no instruction for.
+pub(crate) struct Libs {
+    pub fmod32: FuncRef,
+    pub fmod64: FuncRef,
+    pub fma_f16: FuncRef,
+    pub round_f16: FuncRef,
+    pub f16_to_bits: FuncRef,
+    pub f16_from_bits: FuncRef,
+    pub float_op: FuncRef,
+}
+
+extern "C" fn weft_fmod32(a: f32, b: f32) -> f32 {
+    a % b
+}
+extern "C" fn weft_fmod64(a: f64, b: f64) -> f64 {
+    a % b
+}
+extern "C" fn weft_fma_f16(a: f32, b: f32, c: f32) -> f32 {
+    let h = |x: f32| f16_from_f64(x as f64).to_bits() as u64;
+    let r = scalar::float_op(Opcode::Fma, ScalarType::F16, h(a), h(b), h(c));
+    f16::from_bits(r as u16).to_f32()
+}
+extern "C" fn weft_round_f16(x: f64) -> f32 {
+    f16_from_f64(x).to_f32()
+}
+extern "C" fn weft_f16_to_bits(x: f32) -> i32 {
+    f16_from_f64(x as f64).to_bits() as i32
+}
+extern "C" fn weft_f16_from_bits(x: i32) -> f32 {
+    f16::from_bits(x as u16).to_f32()
+}
+extern "C" fn weft_float_op(op: i32, s: i32, a: u64, b: u64, c: u64) -> u64 {
+    let op = OP_TABLE.get(op as usize).map_or(Opcode::Add, |i| i.opcode);
+    let s = ScalarType::ALL.get(s as usize).copied().unwrap_or(ScalarType::F32);
+    scalar::float_op(op, s, a, b, c)
+}
+
+fn isa() -> Result<std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa>, CompileError> {
+    let mut flags = settings::builder();
+    let set = |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| CompileError::Isa(e.to_string()));
+    set(&mut flags, "opt_level", "speed")?;
+    set(&mut flags, "enable_verifier", "true")?;
+    let isa_builder = cranelift_native::builder().map_err(|e| CompileError::Isa(e.to_string()))?;
+    isa_builder
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| CompileError::Isa(e.to_string()))
+}
+
+/// Compiles program `name` of the verified module `m` to host code.
+pub fn compile(m: &Module, name: &str) -> Result<Kernel, CompileError> {
+    let p = m.get(name).ok_or_else(|| CompileError::UnknownProgram(name.to_string()))?;
+    let isa = isa()?;
+    let mut jb = JITBuilder::with_isa(isa.clone(), default_libcall_names());
+    let syms: [(&str, *const u8); 7] = [
+        ("weft_fmod32", weft_fmod32 as *const u8),
+        ("weft_fmod64", weft_fmod64 as *const u8),
+        ("weft_fma_f16", weft_fma_f16 as *const u8),
+        ("weft_round_f16", weft_round_f16 as *const u8),
+        ("weft_f16_to_bits", weft_f16_to_bits as *const u8),
+        ("weft_f16_from_bits", weft_f16_from_bits as *const u8),
+        ("weft_float_op", weft_float_op as *const u8),
+    ];
+    for (n, ptr) in syms {
+        jb.symbol(n, ptr);
+    }
+    let mut jit = JITModule::new(jb);
+    let cg = |e: cranelift_module::ModuleError| CompileError::Codegen(e.to_string());
+    let declare = |jit: &mut JITModule, n: &str, params: &[T::Type], ret: T::Type| -> Result<FuncId, CompileError> {
+        let mut sig = jit.make_signature();
+        sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+        sig.returns.push(AbiParam::new(ret));
+        jit.declare_function(n, Linkage::Import, &sig).map_err(cg)
+    };
+    let ids = [
+        declare(&mut jit, "weft_fmod32", &[T::F32, T::F32], T::F32)?,
+        declare(&mut jit, "weft_fmod64", &[T::F64, T::F64], T::F64)?,
+        declare(&mut jit, "weft_fma_f16", &[T::F32, T::F32, T::F32], T::F32)?,
+        declare(&mut jit, "weft_round_f16", &[T::F64], T::F32)?,
+        declare(&mut jit, "weft_f16_to_bits", &[T::F32], T::I32)?,
+        declare(&mut jit, "weft_f16_from_bits", &[T::I32], T::F32)?,
+        declare(&mut jit, "weft_float_op", &[T::I32, T::I32, T::I64, T::I64, T::I64], T::I64)?,
+    ];
+    let mut sig = jit.make_signature();
+    sig.params.push(AbiParam::new(T::I64));
+    sig.params.push(AbiParam::new(T::I64));
+    sig.params.push(AbiParam::new(T::I64));
+    let kid = jit.declare_function(&format!("weft_kernel_{}", p.name), Linkage::Local, &sig).map_err(cg)?;
+    let mut ctx = Context::new();
+    ctx.func.signature = sig;
+    ctx.func.name = UserFuncName::user(0, kid.as_u32());
+    let layout = Layout::new(p);
+    let mut fbc = FunctionBuilderContext::new();
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fbc);
+        let refs: Vec<FuncRef> = ids.iter().map(|&id| jit.declare_func_in_func(id, b.func)).collect();
+        let libs = Libs {
+            fmod32: refs[0],
+            fmod64: refs[1],
+            fma_f16: refs[2],
+            round_f16: refs[3],
+            f16_to_bits: refs[4],
+            f16_from_bits: refs[5],
+            float_op: refs[6],
+        };
+        lower::Lowerer::lower_kernel(m, p, &mut b, &libs, &layout)?;
+        b.finalize(isa.frontend_config());
+    }
+    let clif = ctx.func.display().to_string();
+    jit.define_function(kid, &mut ctx).map_err(|e| CompileError::Codegen(format!("{e:?}")))?;
+    jit.finalize_definitions().map_err(cg)?;
+    let ptr = jit.get_finalized_function(kid);
+    // SAFETY: the function was compiled with exactly the `KernelFn` signature (three i64
+    // parameters, no result, the platform's default call convention).
+    let entry: KernelFn = unsafe { std::mem::transmute::<*const u8, KernelFn>(ptr) };
+    Ok(Kernel {
+        module: Some(jit),
+        entry,
+        layout,
+        clif,
+    })
+}

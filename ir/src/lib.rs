@@ -1,5 +1,6 @@
 //! weft-ir: weft's typed SSA IR with structured control flow — types, entities, op table,
-//! builder, text format (printer and parser), verifier and the reference interpreter.
+//! builder, text format (printer and parser), verifier, the reference interpreter,
+//! uniformity analysis and launch planning.
 //!
 //! The interpreter is the definition of weft's semantics (DESIGN §3); every backend must
 //! agree with it bit for bit.
@@ -8,12 +9,14 @@ pub mod builder;
 pub mod diag;
 pub mod interp;
 pub mod konst;
+pub mod launch;
 pub mod lexer;
 pub mod opcode;
 pub mod parser;
 pub mod printer;
 pub mod program;
 pub mod types;
+pub mod uniform;
 pub mod verify;
 
 pub use diag::{render, Diagnostic, Errors};

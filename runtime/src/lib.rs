@@ -1,8 +1,11 @@
-//! weft-runtime: devices, buffers and residency, launches, kernel cache, collectives.
-//! Today the only device is the reference interpreter in `weft-ir`; the CPU (Cranelift, LLVM)
-//! and CUDA devices arrive with their issues.
+//! weft-runtime: devices, buffers and launches. The CPU device compiles programs with the
+//! Cranelift backend (cached per program text) and runs them over the rayon pool.
+
+pub mod cpu;
+
+pub use cpu::{CpuDevice, RuntimeError};
 
 /// Backends this build can run programs on.
 pub fn available_backends() -> &'static [&'static str] {
-    &["interp"]
+    &["interp", "cranelift"]
 }

@@ -177,6 +177,9 @@ fn interpret(name: &str, src: &str, bless: bool, out: &mut Outcome) {
                 new_lines.push(line.to_string());
             }
             Ok(r) => {
+                for f in &r.backend_failures {
+                    out.failures.push(format!("{here}: {}: expected {}, {f}", r.call, r.expected));
+                }
                 if r.ok {
                     out.passed += 1;
                 } else {
@@ -208,6 +211,8 @@ struct RunResult {
     expected: String,
     actual: String,
     ok: bool,
+    /// Compiled backends whose results differ from the expectation.
+    backend_failures: Vec<String>,
 }
 
 /// A tiny cursor over the tokens of a run line.
@@ -433,91 +438,45 @@ fn run_line(m: &Module, spec: &str) -> Result<RunResult, String> {
     }
     let call_end = c.peek().start;
     let call = spec[..call_end].trim_end().to_string();
-    let mut interp = Interpreter::new(m);
-    if let Some(f) = fuel {
-        interp.fuel = f;
-    }
-    // Run.
-    let actual: Result<Vec<String>, String> = if is_apply {
-        if apply.iter().any(Option::is_none) {
-            return Err(
-                "when applying over arrays, every varying input must be an array literal".into(),
-            );
-        }
-        let ins: Vec<Input> = apply.into_iter().flatten().collect();
-        interp
-            .apply(pname, &ins, launch.as_deref())
-            .map(|outs| outs.iter().map(fmt_array).collect())
-            .map_err(|e| e.to_string())
-    } else {
-        interp
-            .run_element(pname, &elems, &[0], &[1])
-            .map(|outs| outs.iter().map(fmt_value).collect())
-            .map_err(|e| e.to_string())
-    };
     let rest = spec[c.peek().start..].trim();
-    if let Some(msg) = rest.strip_prefix("fails") {
-        let want = msg.trim().trim_matches('"');
-        return Ok(match actual {
+    let fails = rest.strip_prefix("fails").map(|m| m.trim().trim_matches('"').to_string());
+    let run = |backend: Backend| -> Result<Got, String> {
+        backend.run(m, pname, &elems, &apply, is_apply, launch.as_deref(), fuel)
+    };
+    let interp_got = run(Backend::Interp);
+    if let Some(want) = fails {
+        // Failures (fuel, launch errors) are checked on the interpreter, the oracle.
+        return Ok(match interp_got {
             Err(e) => RunResult {
                 call,
                 expected: format!("fails \"{want}\""),
-                ok: e.contains(want),
+                ok: e.contains(&want),
                 actual: format!("fails \"{e}\""),
+                backend_failures: Vec::new(),
             },
             Ok(v) => RunResult {
                 call,
                 expected: format!("fails \"{want}\""),
-                actual: format!("== {}", v.join(", ")),
+                actual: format!("== {}", v.show()),
                 ok: false,
+                backend_failures: Vec::new(),
             },
         });
     }
     c.expect(b'=')?;
     c.expect(b'=')?;
-    // Expected results, one per output.
-    let mut ok_all = true;
-    let actual_v = actual.clone();
+    // Expected results, one per output: (shape for array literals, lanes).
+    let mut expected_vals: Vec<(Option<Vec<usize>>, Vec<u64>)> = Vec::new();
     for (k, o) in p.outputs.iter().enumerate() {
         if k > 0 {
             c.expect(b',')?;
         }
-        let (exp_lanes, exp_shape): (Vec<u64>, Option<Vec<usize>>) = if c.is(b'[') {
-            let (s, d) = c.array(o.ty, 1)?;
-            (d, Some(s))
+        expected_vals.push(if c.is(b'[') {
+            let (shape, d) = c.array(o.ty, 1)?;
+            (Some(shape), d)
         } else {
-            (c.value(o.ty)?.lane_bits().to_vec(), None)
-        };
-        let ok = match &actual_v {
-            Ok(_) if is_apply => {
-                let ins_ok = exp_shape.is_some();
-                ins_ok && {
-                    // Re-run is avoided: compare against the formatted actual by re-parsing it.
-                    let text = &actual_v.as_ref().map(|v| v[k].clone()).unwrap_or_default();
-                    let toks = lex(text).map_err(|d| d.message)?;
-                    let mut c2 = Cur {
-                        src: text,
-                        toks,
-                        pos: 0,
-                    };
-                    let (s2, d2) = c2.array(o.ty, 1)?;
-                    Some(s2) == exp_shape && same_bits(o.ty, &d2, &exp_lanes)
-                }
-            }
-            Ok(v) => {
-                let text = &v[k];
-                let toks = lex(text).map_err(|d| d.message)?;
-                let mut c2 = Cur {
-                    src: text,
-                    toks,
-                    pos: 0,
-                };
-                let got = c2.value(o.ty)?;
-                exp_shape.is_none() && same_bits(o.ty, got.lane_bits(), &exp_lanes)
-            }
-            Err(_) => false,
-        };
-        ok_all &= ok;
+            (None, c.value(o.ty)?.lane_bits().to_vec())
+        });
     }
     if c.peek().kind != TokKind::Eof {
         return Err(format!(
@@ -525,14 +484,155 @@ fn run_line(m: &Module, spec: &str) -> Result<RunResult, String> {
             &spec[c.peek().start..]
         ));
     }
+    let matches = |got: &Result<Got, String>| -> bool {
+        match got {
+            Ok(g) => p
+                .outputs
+                .iter()
+                .zip(&expected_vals)
+                .enumerate()
+                .all(|(k, (o, (shape, lanes)))| g.matches(k, o.ty, shape.as_deref(), lanes)),
+            Err(_) => false,
+        }
+    };
+    let show = |got: &Result<Got, String>| match got {
+        Ok(g) => format!("== {}", g.show()),
+        Err(e) => format!("fails \"{e}\""),
+    };
+    let ok = matches(&interp_got);
+    let mut backend_failures = Vec::new();
+    for backend in compiled_backends() {
+        let got = run(backend);
+        if !matches(&got) {
+            backend_failures.push(format!("{}: got {}", backend.name(), show(&got)));
+        }
+    }
     let expected = spec[spec.find("==").unwrap_or(0)..].trim().to_string();
     Ok(RunResult {
         call,
         expected,
-        actual: match actual {
-            Ok(v) => format!("== {}", v.join(", ")),
-            Err(e) => format!("fails \"{e}\""),
-        },
-        ok: ok_all,
+        actual: show(&interp_got),
+        ok,
+        backend_failures,
     })
+}
+
+/// What a run produced: one element's outputs, or whole output arrays.
+enum Got {
+    Element(Vec<Const>),
+    Arrays(Vec<HostArray>),
+}
+
+impl Got {
+    fn matches(&self, k: usize, ty: Type, shape: Option<&[usize]>, lanes: &[u64]) -> bool {
+        match self {
+            Got::Element(v) => shape.is_none() && same_bits(ty, v[k].lane_bits(), lanes),
+            Got::Arrays(a) => shape == Some(a[k].shape.as_slice()) && same_bits(ty, &a[k].data, lanes),
+        }
+    }
+
+    fn show(&self) -> String {
+        match self {
+            Got::Element(v) => v.iter().map(fmt_value).collect::<Vec<_>>().join(", "),
+            Got::Arrays(a) => a.iter().map(fmt_array).collect::<Vec<_>>().join(", "),
+        }
+    }
+}
+
+/// A backend a run line is checked on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The reference interpreter (the oracle).
+    Interp,
+    /// Cranelift-compiled code on the CPU device.
+    Cranelift,
+}
+
+/// The compiled backends every `test interpret` run line also runs on: all of them, or those
+/// named in `WEFT_FILETEST_BACKENDS` (comma-separated, e.g. `cranelift`; `none` for none).
+pub fn compiled_backends() -> Vec<Backend> {
+    match std::env::var("WEFT_FILETEST_BACKENDS") {
+        Ok(v) => v
+            .split(',')
+            .filter_map(|b| match b.trim() {
+                "cranelift" => Some(Backend::Cranelift),
+                _ => None,
+            })
+            .collect(),
+        Err(_) => vec![Backend::Cranelift],
+    }
+}
+
+fn cpu() -> &'static weft_runtime::CpuDevice {
+    static CPU: std::sync::OnceLock<weft_runtime::CpuDevice> = std::sync::OnceLock::new();
+    CPU.get_or_init(weft_runtime::CpuDevice::new)
+}
+
+impl Backend {
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Interp => "interp",
+            Backend::Cranelift => "cranelift",
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        self,
+        m: &Module,
+        pname: &str,
+        elems: &[Arg],
+        apply: &[Option<Input>],
+        is_apply: bool,
+        launch: Option<&[usize]>,
+        fuel: Option<u64>,
+    ) -> Result<Got, String> {
+        if is_apply && apply.iter().any(Option::is_none) {
+            return Err("when applying over arrays, every varying input must be an array literal".into());
+        }
+        match self {
+            Backend::Interp => {
+                let mut interp = Interpreter::new(m);
+                if let Some(f) = fuel {
+                    interp.fuel = f;
+                }
+                if is_apply {
+                    let ins: Vec<Input> = apply.iter().flatten().cloned().collect();
+                    interp.apply(pname, &ins, launch).map(Got::Arrays).map_err(|e| e.to_string())
+                } else {
+                    interp
+                        .run_element(pname, elems, &[0], &[1])
+                        .map(Got::Element)
+                        .map_err(|e| e.to_string())
+                }
+            }
+            Backend::Cranelift => {
+                if is_apply {
+                    let ins: Vec<Input> = apply.iter().flatten().cloned().collect();
+                    return cpu().apply(m, pname, &ins, launch).map(Got::Arrays).map_err(|e| e.to_string());
+                }
+                // One element: a launch of shape [1].
+                let ins: Vec<Input> = elems
+                    .iter()
+                    .zip(apply)
+                    .map(|(e, a)| match (e, a) {
+                        (_, Some(i)) => i.clone(),
+                        (Arg::Value(c), None) => Input::Array(Arc::new(HostArray {
+                            elem: c.ty,
+                            shape: vec![1],
+                            data: c.lane_bits().to_vec(),
+                        })),
+                        (Arg::Array(a), None) => Input::Array(a.clone()),
+                    })
+                    .collect();
+                let has_varying = elems.iter().zip(apply).any(|(e, a)| matches!((e, a), (Arg::Value(_), None)));
+                let shape: Option<&[usize]> = if has_varying { None } else { Some(&[1]) };
+                cpu()
+                    .apply(m, pname, &ins, shape)
+                    .map(|outs| Got::Element(outs.iter().map(|a| a.get(0)).collect()))
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
 }

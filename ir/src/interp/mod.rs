@@ -743,7 +743,7 @@ impl<'a> Frame<'a> {
     }
 }
 
-fn check_array(ty: Type, a: &HostArray) -> Result<(), String> {
+pub(crate) fn check_array(ty: Type, a: &HostArray) -> Result<(), String> {
     let Some((dims, elem, _)) = ty.array_parts() else {
         return Err(format!("has non-array type {ty}"));
     };

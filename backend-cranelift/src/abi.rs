@@ -1,0 +1,77 @@
+//! The CPU kernel ABI (docs/abi.md): the context block a compiled kernel reads its parameter,
+//! output and launch data from, and how element data is laid out in memory.
+
+use weft_ir::{ParamKind, Program, ScalarType, Type};
+
+/// Elements processed per SIMD block: 4 lanes of 32-bit data (one 128-bit vector) or two
+/// 128-bit vectors of 64-bit data.
+pub const BLOCK: usize = 4;
+
+/// Bytes one lane of `s` occupies in a kernel buffer: 32-bit-class types (bool, 8/16/32-bit
+/// integers, f16, f32) are stored in 4 bytes, 64-bit types in 8.
+///
+/// Storage: bool is 0/1; narrow integers are sign- or zero-extended to 32 bits by their type's
+/// signedness; f16 is stored as the f32 of the same value.
+pub fn storage_bytes(s: ScalarType) -> usize {
+    if s.bits() == 64 {
+        8
+    } else {
+        4
+    }
+}
+
+/// Where each parameter, output and the launch shape live in the context block, in 64-bit
+/// words from its start.
+///
+/// Per parameter, in order: varying — one plane pointer per tuple lane (structure of arrays:
+/// lane `l` of element `e` is at `plane[l] + e * storage_bytes`); uniform — one word per tuple
+/// lane holding the lane's storage bits (low bytes first); array — one plane pointer per
+/// tuple lane, then one word per axis with its extent. Per output: one plane pointer per tuple
+/// lane. Then the launch: its rank, then 3 extents (outermost first).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Word offset of each parameter's first word.
+    pub params: Vec<usize>,
+    /// Word offset of each output's first word.
+    pub outputs: Vec<usize>,
+    /// Word offset of the launch rank (extents follow).
+    pub launch: usize,
+    /// Total words.
+    pub words: usize,
+}
+
+/// Tuple lanes of a scalar/tuple/array element type (1 for a scalar).
+pub fn lanes(t: Type) -> usize {
+    match t.array_parts() {
+        Some((_, e, _)) => lanes(e),
+        None => t.lanes().map_or(1, |(_, n)| n as usize),
+    }
+}
+
+impl Layout {
+    /// The layout for program `p`.
+    pub fn new(p: &Program) -> Layout {
+        let mut w = 0;
+        let mut params = Vec::new();
+        for par in &p.params {
+            params.push(w);
+            let t = p.ty(par.value);
+            w += lanes(t);
+            if par.kind == ParamKind::Array {
+                w += t.array_parts().map_or(0, |(d, _, _)| d as usize);
+            }
+        }
+        let mut outputs = Vec::new();
+        for o in &p.outputs {
+            outputs.push(w);
+            w += lanes(o.ty);
+        }
+        let launch = w;
+        Layout {
+            params,
+            outputs,
+            launch,
+            words: launch + 4,
+        }
+    }
+}

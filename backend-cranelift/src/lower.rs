@@ -1,0 +1,1675 @@
+//! Lowering of a verified weft program to one CLIF function in the kernel ABI (docs/abi.md):
+//! blocks of 4 elements as SIMD lanes, uniform values kept scalar, divergent control flow as
+//! masks, loops that run while any lane is active, gathers with boundary modes.
+
+use crate::abi::{Layout, BLOCK};
+use crate::Libs;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
+use cranelift_codegen::ir::{self, types as T, BlockArg, InstBuilder, MemFlagsData};
+use cranelift_frontend::FunctionBuilder;
+use weft_ir::opcode::Opcode;
+use weft_ir::uniform::uniform_values_with;
+use weft_ir::{Boundary, Const, Imm, Module, ParamKind, Program, Region, ScalarType, Type, Value};
+
+type CV = ir::Value;
+
+/// A lowered weft value.
+#[derive(Clone, Debug)]
+enum LV {
+    /// Uniform: one scalar per tuple lane.
+    U(Vec<CV>),
+    /// Varying: per tuple lane, one vector (32-bit class) or two (64-bit class).
+    V(Vec<Vec<CV>>),
+    /// An array parameter (index into [`Lowerer::arrays`]).
+    Array(usize),
+}
+
+struct ArrayInfo {
+    planes: Vec<CV>,
+    dims: Vec<CV>,
+    elem: ScalarType,
+    boundary: Boundary,
+    any_empty: CV,
+}
+
+struct Frame<'p> {
+    p: &'p Program,
+    vals: Vec<Option<LV>>,
+    uni: Vec<bool>,
+}
+
+/// Why lowering failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cranelift lowering of @{program}: {message}")]
+pub struct LowerError {
+    /// The program.
+    pub program: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+pub(crate) struct Lowerer<'a, 'b> {
+    m: &'a Module,
+    b: &'a mut FunctionBuilder<'b>,
+    libs: &'a Libs,
+    ctx: CV,
+    base: CV,
+    arrays: Vec<ArrayInfo>,
+    program: String,
+    launch_word: usize,
+}
+
+fn is64(s: ScalarType) -> bool {
+    s.bits() == 64
+}
+
+/// CLIF type of a uniform scalar of `s`.
+fn sty(s: ScalarType) -> ir::Type {
+    match s {
+        ScalarType::Bool => T::I8,
+        ScalarType::F16 | ScalarType::F32 => T::F32,
+        ScalarType::F64 => T::F64,
+        ScalarType::I64 | ScalarType::U64 => T::I64,
+        _ => T::I32,
+    }
+}
+
+/// CLIF type of one vector part of a varying `s`.
+fn vty(s: ScalarType) -> ir::Type {
+    match s {
+        ScalarType::F16 | ScalarType::F32 => T::F32X4,
+        ScalarType::F64 => T::F64X2,
+        ScalarType::I64 | ScalarType::U64 => T::I64X2,
+        _ => T::I32X4,
+    }
+}
+
+fn parts(s: ScalarType) -> usize {
+    if is64(s) {
+        2
+    } else {
+        1
+    }
+}
+
+fn vflags() -> MemFlagsData {
+    MemFlagsData::new().with_endianness(ir::Endianness::Little)
+}
+
+fn mem() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
+fn elem_of(t: Type) -> (ScalarType, usize) {
+    t.lanes().map_or((ScalarType::F32, 1), |(s, n)| (s, n as usize))
+}
+
+impl<'a, 'b> Lowerer<'a, 'b> {
+    fn err<T>(&self, message: impl Into<String>) -> Result<T, LowerError> {
+        Err(LowerError {
+            program: self.program.clone(),
+            message: message.into(),
+        })
+    }
+
+    // ---------------------------------------------------------------- small helpers
+
+    fn iconst(&mut self, ty: ir::Type, v: i64) -> CV {
+        self.b.ins().iconst(ty, v)
+    }
+
+    fn word(&mut self, w: usize) -> CV {
+        let ctx = self.ctx;
+        self.b.ins().load(T::I64, mem(), ctx, (w * 8) as i32)
+    }
+
+    /// Canonicalizes a 32-bit-class integer (scalar I32 or vector I32X4) to the width and
+    /// signedness of `s` (narrow types are kept sign- or zero-extended).
+    fn canon(&mut self, s: ScalarType, v: CV) -> CV {
+        let w = s.bits();
+        if !s.is_int() || w >= 32 {
+            return v;
+        }
+        let sh = 32 - w as i64;
+        if s.is_signed_int() {
+            let t = self.b.ins().ishl_imm_s(v, sh);
+            self.b.ins().sshr_imm_s(t, sh)
+        } else {
+            let ty = self.b.func.dfg.value_type(v);
+            let mask = (1i64 << w) - 1;
+            if ty.is_vector() {
+                let k = self.iconst(T::I32, mask);
+                let k = self.b.ins().splat(ty, k);
+                self.b.ins().band(v, k)
+            } else {
+                self.b.ins().band_imm_s(v, mask)
+            }
+        }
+    }
+
+    fn zero_scalar(&mut self, ty: ir::Type) -> CV {
+        match ty {
+            T::F32 => self.b.ins().f32const(0.0),
+            T::F64 => self.b.ins().f64const(0.0),
+            t => self.iconst(t, 0),
+        }
+    }
+
+    fn zero_of(&mut self, ty: ir::Type) -> CV {
+        if ty.is_vector() {
+            let z = self.zero_scalar(ty.lane_type());
+            self.b.ins().splat(ty, z)
+        } else {
+            self.zero_scalar(ty)
+        }
+    }
+
+    /// A uniform scalar lane of `s` made into a varying lane (splat; bool 0/1 → mask).
+    fn splat_lane(&mut self, s: ScalarType, v: CV) -> Vec<CV> {
+        let v = if s == ScalarType::Bool {
+            let w = self.b.ins().uextend(T::I32, v);
+            self.b.ins().ineg(w)
+        } else {
+            v
+        };
+        let vec = self.b.ins().splat(vty(s), v);
+        vec![vec; parts(s)]
+    }
+
+    fn to_var(&mut self, s: ScalarType, lv: &LV) -> Vec<Vec<CV>> {
+        match lv {
+            LV::V(v) => v.clone(),
+            LV::U(u) => u.clone().into_iter().map(|x| self.splat_lane(s, x)).collect(),
+            LV::Array(_) => Vec::new(),
+        }
+    }
+
+    /// Converts `lv` to the representation the analysis chose (uniform or varying).
+    fn fix(&mut self, ty: Type, uniform: bool, lv: LV) -> Result<LV, LowerError> {
+        match (&lv, uniform) {
+            (LV::U(_), false) => {
+                let (s, _) = elem_of(ty);
+                Ok(LV::V(self.to_var(s, &lv)))
+            }
+            (LV::V(_), true) => self.err("internal: a uniform value was computed as varying"),
+            _ => Ok(lv),
+        }
+    }
+
+    /// Scalar lane `j` (0..4) of a varying lane of `s`, in uniform-scalar representation.
+    fn extract(&mut self, s: ScalarType, lane: &[CV], j: usize) -> CV {
+        let (part, idx) = if is64(s) { (j / 2, j % 2) } else { (0, j) };
+        let x = self.b.ins().extractlane(lane[part], idx as u8);
+        if s == ScalarType::Bool {
+            self.b.ins().icmp_imm_s(IntCC::NotEqual, x, 0)
+        } else {
+            x
+        }
+    }
+
+    /// Builds a varying lane of `s` from 4 uniform-representation scalars.
+    fn build(&mut self, s: ScalarType, xs: &[CV]) -> Vec<CV> {
+        let xs: Vec<CV> = xs
+            .iter()
+            .map(|&x| {
+                if s == ScalarType::Bool {
+                    let w = self.b.ins().uextend(T::I32, x);
+                    self.b.ins().ineg(w)
+                } else {
+                    x
+                }
+            })
+            .collect();
+        let per = if is64(s) { 2 } else { 4 };
+        xs.chunks(per)
+            .map(|c| {
+                let mut v = self.b.ins().splat(vty(s), c[0]);
+                for (k, &x) in c.iter().enumerate().skip(1) {
+                    v = self.b.ins().insertlane(v, x, k as u8);
+                }
+                v
+            })
+            .collect()
+    }
+
+    fn call(&mut self, f: ir::FuncRef, args: &[CV]) -> CV {
+        let inst = self.b.ins().call(f, args);
+        self.b.inst_results(inst)[0]
+    }
+
+    /// Rounds an f32 (scalar) holding any value to the nearest f16 value (as f32).
+    fn round_f16_scalar(&mut self, v: CV) -> CV {
+        let ty = self.b.func.dfg.value_type(v);
+        let d = if ty == T::F64 { v } else { self.b.ins().fpromote(T::F64, v) };
+        let f = self.libs.round_f16;
+        self.call(f, &[d])
+    }
+
+    // ---------------------------------------------------------------- scalar semantics
+
+    /// One lane of a pure op on uniform-representation scalars (exact DESIGN §3 semantics).
+    fn scalar_op(
+        &mut self,
+        op: Opcode,
+        s: ScalarType,
+        to: ScalarType,
+        a: &[CV],
+    ) -> Result<CV, LowerError> {
+        use Opcode as O;
+        let ins_cmp = |op: Opcode, signed: bool| -> IntCC {
+            match (op, signed) {
+                (O::Eq, _) => IntCC::Equal,
+                (O::Ne, _) => IntCC::NotEqual,
+                (O::Lt, true) => IntCC::SignedLessThan,
+                (O::Lt, false) => IntCC::UnsignedLessThan,
+                (O::Le, true) => IntCC::SignedLessThanOrEqual,
+                (O::Le, false) => IntCC::UnsignedLessThanOrEqual,
+                (O::Gt, true) => IntCC::SignedGreaterThan,
+                (O::Gt, false) => IntCC::UnsignedGreaterThan,
+                (O::Ge, true) => IntCC::SignedGreaterThanOrEqual,
+                _ => IntCC::UnsignedGreaterThanOrEqual,
+            }
+        };
+        if s.is_float() {
+            let r = match op {
+                O::Add => self.b.ins().fadd(a[0], a[1]),
+                O::Sub => self.b.ins().fsub(a[0], a[1]),
+                O::Mul => self.b.ins().fmul(a[0], a[1]),
+                O::Div => self.b.ins().fdiv(a[0], a[1]),
+                O::Neg => self.b.ins().fneg(a[0]),
+                O::Abs => self.b.ins().fabs(a[0]),
+                O::Min => self.b.ins().fmin(a[0], a[1]),
+                O::Max => self.b.ins().fmax(a[0], a[1]),
+                O::Sqrt => self.b.ins().sqrt(a[0]),
+                O::Floor => self.b.ins().floor(a[0]),
+                O::Ceil => self.b.ins().ceil(a[0]),
+                O::Trunc => self.b.ins().trunc(a[0]),
+                O::Fma if s == ScalarType::F16 => {
+                    let f = self.libs.fma_f16;
+                    return Ok(self.call(f, a));
+                }
+                O::Fma => self.b.ins().fma(a[0], a[1], a[2]),
+                O::Rem => {
+                    let f = if s == ScalarType::F64 { self.libs.fmod64 } else { self.libs.fmod32 };
+                    self.call(f, a)
+                }
+                O::Round => {
+                    let ty = sty(s);
+                    let t = self.b.ins().trunc(a[0]);
+                    let d = self.b.ins().fsub(a[0], t);
+                    let d = self.b.ins().fabs(d);
+                    let half = if ty == T::F64 { self.b.ins().f64const(0.5) } else { self.b.ins().f32const(0.5) };
+                    let big = self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, d, half);
+                    let one = if ty == T::F64 { self.b.ins().f64const(1.0) } else { self.b.ins().f32const(1.0) };
+                    let one = self.b.ins().fcopysign(one, a[0]);
+                    let up = self.b.ins().fadd(t, one);
+                    self.b.ins().select(big, up, t)
+                }
+                O::Eq | O::Ne | O::Lt | O::Le | O::Gt | O::Ge => {
+                    let cc = match op {
+                        O::Eq => FloatCC::Equal,
+                        O::Ne => FloatCC::NotEqual,
+                        O::Lt => FloatCC::LessThan,
+                        O::Le => FloatCC::LessThanOrEqual,
+                        O::Gt => FloatCC::GreaterThan,
+                        _ => FloatCC::GreaterThanOrEqual,
+                    };
+                    return Ok(self.b.ins().fcmp(cc, a[0], a[1]));
+                }
+                O::Cast => return Ok(self.cast(s, to, a[0])),
+                O::Bitcast => return Ok(self.bitcast(s, to, a[0])),
+                O::Exp | O::Exp2 | O::Log | O::Log2 | O::Sin | O::Cos | O::Tan | O::Pow
+                | O::Atan2 | O::Rsqrt => {
+                    // The interpreter's lane semantics, through one helper per call.
+                    return Ok(self.float_op_call(op, s, a));
+                }
+                _ => return self.err(format!("`{}` on {s} is not lowered", op.mnemonic())),
+            };
+            // f16 arithmetic is computed in f32 and rounded once (exact for + - * / sqrt).
+            return Ok(if s == ScalarType::F16
+                && !matches!(op, O::Neg | O::Abs | O::Floor | O::Ceil | O::Trunc | O::Round | O::Min | O::Max | O::Rem)
+            {
+                self.round_f16_scalar(r)
+            } else {
+                r
+            });
+        }
+        if s == ScalarType::Bool {
+            return Ok(match op {
+                O::And | O::Min => self.b.ins().band(a[0], a[1]),
+                O::Or | O::Max => self.b.ins().bor(a[0], a[1]),
+                O::Xor | O::Ne => self.b.ins().bxor(a[0], a[1]),
+                O::Eq => self.b.ins().icmp(IntCC::Equal, a[0], a[1]),
+                O::Not => self.b.ins().bxor_imm_s(a[0], 1),
+                O::Cast => self.cast(s, to, a[0]),
+                _ => return self.err(format!("`{}` on bool is not lowered", op.mnemonic())),
+            });
+        }
+        // Integers.
+        let signed = s.is_signed_int();
+        let ty = sty(s);
+        let w = s.bits() as i64;
+        let r = match op {
+            O::Add => self.b.ins().iadd(a[0], a[1]),
+            O::Sub => self.b.ins().isub(a[0], a[1]),
+            O::Mul => self.b.ins().imul(a[0], a[1]),
+            O::Neg => self.b.ins().ineg(a[0]),
+            O::Abs if signed => self.b.ins().iabs(a[0]),
+            O::Abs => a[0],
+            O::Min if signed => self.b.ins().smin(a[0], a[1]),
+            O::Min => self.b.ins().umin(a[0], a[1]),
+            O::Max if signed => self.b.ins().smax(a[0], a[1]),
+            O::Max => self.b.ins().umax(a[0], a[1]),
+            O::And => self.b.ins().band(a[0], a[1]),
+            O::Or => self.b.ins().bor(a[0], a[1]),
+            O::Xor => self.b.ins().bxor(a[0], a[1]),
+            O::Not => self.b.ins().bnot(a[0]),
+            O::Shl | O::Shr => {
+                let amt = self.b.ins().band_imm_s(a[1], w - 1);
+                match (op, signed) {
+                    (O::Shl, _) => self.b.ins().ishl(a[0], amt),
+                    (_, true) => self.b.ins().sshr(a[0], amt),
+                    _ => self.b.ins().ushr(a[0], amt),
+                }
+            }
+            O::Div | O::Rem => {
+                // RISC-V rules: x/0 = all ones, x%0 = x, MIN/-1 = MIN, MIN%-1 = 0; the divisor
+                // is made safe first so the hardware never traps.
+                let zero = self.b.ins().icmp_imm_s(IntCC::Equal, a[1], 0);
+                let full = w == ty.bits() as i64;
+                let ovf = if signed && full {
+                    let min = if w == 64 { i64::MIN } else { i32::MIN as i64 };
+                    let is_min = self.b.ins().icmp_imm_s(IntCC::Equal, a[0], min);
+                    let is_m1 = self.b.ins().icmp_imm_s(IntCC::Equal, a[1], -1);
+                    Some(self.b.ins().band(is_min, is_m1))
+                } else {
+                    None
+                };
+                let bad = match ovf {
+                    Some(o) => self.b.ins().bor(zero, o),
+                    None => zero,
+                };
+                let one = self.iconst(ty, 1);
+                let d = self.b.ins().select(bad, one, a[1]);
+                let q = match (op, signed) {
+                    (O::Div, true) => self.b.ins().sdiv(a[0], d),
+                    (O::Div, false) => self.b.ins().udiv(a[0], d),
+                    (_, true) => self.b.ins().srem(a[0], d),
+                    _ => self.b.ins().urem(a[0], d),
+                };
+                // With divisor 1: q = a (the MIN/-1 answer for div), r = 0 (for rem).
+                let by_zero = if op == O::Div { self.iconst(ty, -1) } else { a[0] };
+                self.b.ins().select(zero, by_zero, q)
+            }
+            O::Eq | O::Ne | O::Lt | O::Le | O::Gt | O::Ge => {
+                return Ok(self.b.ins().icmp(ins_cmp(op, signed), a[0], a[1]));
+            }
+            O::Cast => return Ok(self.cast(s, to, a[0])),
+            O::Bitcast => return Ok(self.bitcast(s, to, a[0])),
+            _ => return self.err(format!("`{}` on {s} is not lowered", op.mnemonic())),
+        };
+        Ok(self.canon(s, r))
+    }
+
+    fn float_op_call(&mut self, op: Opcode, s: ScalarType, a: &[CV]) -> CV {
+        let f = self.libs.float_op;
+        let ty = sty(s);
+        let bits: Vec<CV> = (0..3)
+            .map(|i| match a.get(i) {
+                Some(&x) if ty == T::F64 => self.b.ins().bitcast(T::I64, MemFlagsData::new(), x),
+                Some(&x) => {
+                    let x = if s == ScalarType::F16 { self.f16_to_bits(x) } else { self.b.ins().bitcast(T::I32, MemFlagsData::new(), x) };
+                    self.b.ins().uextend(T::I64, x)
+                }
+                None => self.iconst(T::I64, 0),
+            })
+            .collect();
+        let opc = self.iconst(T::I32, op as i64);
+        let sc = self.iconst(T::I32, s as i64);
+        let r = self.call(f, &[opc, sc, bits[0], bits[1], bits[2]]);
+        match s {
+            ScalarType::F64 => self.b.ins().bitcast(T::F64, MemFlagsData::new(), r),
+            ScalarType::F16 => {
+                let r = self.b.ins().ireduce(T::I32, r);
+                self.f16_from_bits(r)
+            }
+            _ => {
+                let r = self.b.ins().ireduce(T::I32, r);
+                self.b.ins().bitcast(T::F32, MemFlagsData::new(), r)
+            }
+        }
+    }
+
+    fn f16_to_bits(&mut self, x: CV) -> CV {
+        let f = self.libs.f16_to_bits;
+        self.call(f, &[x])
+    }
+
+    fn f16_from_bits(&mut self, x: CV) -> CV {
+        let f = self.libs.f16_from_bits;
+        self.call(f, &[x])
+    }
+
+    /// Integer (uniform repr) of `s` widened to i64 by its signedness.
+    fn int_to_i64(&mut self, s: ScalarType, v: CV) -> CV {
+        match sty(s) {
+            T::I64 => v,
+            T::I8 => self.b.ins().uextend(T::I64, v),
+            _ if s.is_signed_int() => self.b.ins().sextend(T::I64, v),
+            _ => self.b.ins().uextend(T::I64, v),
+        }
+    }
+
+    /// `cast` of one uniform-representation lane.
+    fn cast(&mut self, from: ScalarType, to: ScalarType, v: CV) -> CV {
+        use ScalarType as S;
+        if from == to {
+            return v;
+        }
+        if to == S::Bool {
+            return if from.is_float() {
+                let z = self.zero_scalar(sty(from));
+                self.b.ins().fcmp(FloatCC::NotEqual, v, z)
+            } else {
+                self.b.ins().icmp_imm_s(IntCC::NotEqual, v, 0)
+            };
+        }
+        if from.is_float() {
+            if to.is_float() {
+                return match (sty(from), to) {
+                    (T::F32, S::F64) => self.b.ins().fpromote(T::F64, v),
+                    (T::F64, S::F32) => self.b.ins().fdemote(T::F32, v),
+                    (_, S::F16) => self.round_f16_scalar(v),
+                    _ => v, // f16 -> f32: the value is already exact
+                };
+            }
+            let r = match (to.bits(), to.is_signed_int()) {
+                (64, true) => self.b.ins().fcvt_to_sint_sat(T::I64, v),
+                (64, false) => self.b.ins().fcvt_to_uint_sat(T::I64, v),
+                (_, true) => self.b.ins().fcvt_to_sint_sat(T::I32, v),
+                (_, false) => self.b.ins().fcvt_to_uint_sat(T::I32, v),
+            };
+            if to.bits() < 32 {
+                let (lo, hi) = if to.is_signed_int() {
+                    (-(1i64 << (to.bits() - 1)), (1i64 << (to.bits() - 1)) - 1)
+                } else {
+                    (0, (1i64 << to.bits()) - 1)
+                };
+                let lo = self.iconst(T::I32, lo);
+                let hi = self.iconst(T::I32, hi);
+                if to.is_signed_int() {
+                    let r = self.b.ins().smax(r, lo);
+                    return self.b.ins().smin(r, hi);
+                }
+                return self.b.ins().umin(r, hi);
+            }
+            return r;
+        }
+        // From an integer or bool.
+        let wide = self.int_to_i64(from, v);
+        let src_signed = from.is_signed_int();
+        match to {
+            S::F32 | S::F64 => {
+                let ft = if to == S::F32 { T::F32 } else { T::F64 };
+                if src_signed {
+                    self.b.ins().fcvt_from_sint(ft, wide)
+                } else {
+                    self.b.ins().fcvt_from_uint(ft, wide)
+                }
+            }
+            S::F16 => {
+                // Exact in f64 below 2^53; larger values are infinite in f16 either way.
+                let d = if src_signed {
+                    self.b.ins().fcvt_from_sint(T::F64, wide)
+                } else {
+                    self.b.ins().fcvt_from_uint(T::F64, wide)
+                };
+                self.round_f16_scalar(d)
+            }
+            _ if to.bits() == 64 => wide,
+            _ => {
+                let n = self.b.ins().ireduce(T::I32, wide);
+                self.canon(to, n)
+            }
+        }
+    }
+
+    /// `bitcast` of one uniform-representation lane (same lane width).
+    fn bitcast(&mut self, from: ScalarType, to: ScalarType, v: CV) -> CV {
+        use ScalarType as S;
+        match (from, to) {
+            (S::F16, _) => {
+                let b = self.f16_to_bits(v);
+                self.canon(to, b)
+            }
+            (_, S::F16) => {
+                let b = self.b.ins().band_imm_s(v, 0xffff);
+                self.f16_from_bits(b)
+            }
+            _ if from.is_float() || to.is_float() => self.b.ins().bitcast(sty(to), MemFlagsData::new(), v),
+            _ => self.canon(to, v),
+        }
+    }
+
+    // ---------------------------------------------------------------- vector fast paths
+
+    /// One part of a varying op on vectors, where Cranelift has the operation; `None` asks
+    /// for per-lane scalar code.
+    fn vector_op(&mut self, op: Opcode, s: ScalarType, to: ScalarType, a: &[CV]) -> Option<CV> {
+        use Opcode as O;
+        if matches!(s, ScalarType::F32 | ScalarType::F64) {
+            return Some(match op {
+                O::Add => self.b.ins().fadd(a[0], a[1]),
+                O::Sub => self.b.ins().fsub(a[0], a[1]),
+                O::Mul => self.b.ins().fmul(a[0], a[1]),
+                O::Div => self.b.ins().fdiv(a[0], a[1]),
+                O::Neg => self.b.ins().fneg(a[0]),
+                O::Abs => self.b.ins().fabs(a[0]),
+                O::Min => self.b.ins().fmin(a[0], a[1]),
+                O::Max => self.b.ins().fmax(a[0], a[1]),
+                O::Sqrt => self.b.ins().sqrt(a[0]),
+                O::Fma => self.b.ins().fma(a[0], a[1], a[2]),
+                O::Floor => self.b.ins().floor(a[0]),
+                O::Ceil => self.b.ins().ceil(a[0]),
+                O::Trunc => self.b.ins().trunc(a[0]),
+                O::Eq | O::Ne | O::Lt | O::Le | O::Gt | O::Ge if s == ScalarType::F32 => {
+                    let cc = match op {
+                        O::Eq => FloatCC::Equal,
+                        O::Ne => FloatCC::NotEqual,
+                        O::Lt => FloatCC::LessThan,
+                        O::Le => FloatCC::LessThanOrEqual,
+                        O::Gt => FloatCC::GreaterThan,
+                        _ => FloatCC::GreaterThanOrEqual,
+                    };
+                    self.b.ins().fcmp(cc, a[0], a[1])
+                }
+                O::Cast if s == ScalarType::F32 && to == ScalarType::I32 => {
+                    self.b.ins().fcvt_to_sint_sat(T::I32X4, a[0])
+                }
+                _ => return None,
+            });
+        }
+        let int32 = matches!(
+            s,
+            ScalarType::I8 | ScalarType::I16 | ScalarType::I32 | ScalarType::U8 | ScalarType::U16 | ScalarType::U32
+        );
+        if int32 {
+            let signed = s.is_signed_int();
+            let r = match op {
+                O::Add => self.b.ins().iadd(a[0], a[1]),
+                O::Sub => self.b.ins().isub(a[0], a[1]),
+                O::Mul => self.b.ins().imul(a[0], a[1]),
+                O::Neg => self.b.ins().ineg(a[0]),
+                O::Abs if signed => self.b.ins().iabs(a[0]),
+                O::Abs => a[0],
+                O::And => self.b.ins().band(a[0], a[1]),
+                O::Or => self.b.ins().bor(a[0], a[1]),
+                O::Xor => self.b.ins().bxor(a[0], a[1]),
+                O::Not => self.b.ins().bnot(a[0]),
+                O::Min if signed => self.b.ins().smin(a[0], a[1]),
+                O::Min => self.b.ins().umin(a[0], a[1]),
+                O::Max if signed => self.b.ins().smax(a[0], a[1]),
+                O::Max => self.b.ins().umax(a[0], a[1]),
+                O::Eq => return Some(self.b.ins().icmp(IntCC::Equal, a[0], a[1])),
+                O::Ne => return Some(self.b.ins().icmp(IntCC::NotEqual, a[0], a[1])),
+                O::Lt | O::Le | O::Gt | O::Ge if signed => {
+                    let cc = match op {
+                        O::Lt => IntCC::SignedLessThan,
+                        O::Le => IntCC::SignedLessThanOrEqual,
+                        O::Gt => IntCC::SignedGreaterThan,
+                        _ => IntCC::SignedGreaterThanOrEqual,
+                    };
+                    return Some(self.b.ins().icmp(cc, a[0], a[1]));
+                }
+                O::Cast if s == ScalarType::I32 && to == ScalarType::F32 => {
+                    return Some(self.b.ins().fcvt_from_sint(T::F32X4, a[0]))
+                }
+                _ => return None,
+            };
+            return Some(self.canon(s, r));
+        }
+        if s == ScalarType::Bool {
+            return Some(match op {
+                O::And | O::Min => self.b.ins().band(a[0], a[1]),
+                O::Or | O::Max => self.b.ins().bor(a[0], a[1]),
+                O::Xor | O::Ne => self.b.ins().bxor(a[0], a[1]),
+                O::Not => self.b.ins().bnot(a[0]),
+                _ => return None,
+            });
+        }
+        if matches!(s, ScalarType::I64 | ScalarType::U64) {
+            return Some(match op {
+                O::Add => self.b.ins().iadd(a[0], a[1]),
+                O::Sub => self.b.ins().isub(a[0], a[1]),
+                O::And => self.b.ins().band(a[0], a[1]),
+                O::Or => self.b.ins().bor(a[0], a[1]),
+                O::Xor => self.b.ins().bxor(a[0], a[1]),
+                O::Not => self.b.ins().bnot(a[0]),
+                _ => return None,
+            });
+        }
+        None
+    }
+
+    /// An element-wise op on one tuple lane: scalar when all inputs are uniform, else vector
+    /// fast path or per-lane scalar code.
+    fn lanewise(
+        &mut self,
+        op: Opcode,
+        s: ScalarType,
+        to: ScalarType,
+        args: &[LvLane],
+        uniform: bool,
+    ) -> Result<LvLane, LowerError> {
+        if uniform {
+            let xs: Vec<CV> = args
+                .iter()
+                .map(|a| match a {
+                    LvLane::U(x) => *x,
+                    LvLane::V(v) => v[0],
+                })
+                .collect();
+            return Ok(LvLane::U(self.scalar_op(op, s, to, &xs)?));
+        }
+        let vs: Vec<Vec<CV>> = args
+            .iter()
+            .map(|a| match a {
+                LvLane::U(x) => self.splat_lane(s, *x),
+                LvLane::V(v) => v.clone(),
+            })
+            .collect();
+        // Same class in and out: try the vector fast path on each part.
+        if parts(s) == parts(to) || matches!(op, Opcode::Eq | Opcode::Ne | Opcode::Lt | Opcode::Le | Opcode::Gt | Opcode::Ge) && !is64(s) {
+            let np = if to == ScalarType::Bool { 1 } else { parts(to) };
+            if np == parts(s) {
+                let mut out = Vec::new();
+                let mut ok = true;
+                for k in 0..np {
+                    let a: Vec<CV> = vs.iter().map(|v| v[k]).collect();
+                    match self.vector_op(op, s, to, &a) {
+                        Some(r) => out.push(r),
+                        None => {
+                            ok = false;
+                            break;
+                        }
+                    }
+                }
+                if ok {
+                    return Ok(LvLane::V(out));
+                }
+            }
+        }
+        // Per-lane scalar code.
+        let mut res = Vec::with_capacity(BLOCK);
+        for j in 0..BLOCK {
+            let xs: Vec<CV> = vs.iter().map(|v| self.extract(s, v, j)).collect();
+            res.push(self.scalar_op(op, s, to, &xs)?);
+        }
+        Ok(LvLane::V(self.build(to, &res)))
+    }
+
+    // ---------------------------------------------------------------- program lowering
+
+    /// Lowers program `p` as the kernel body; writes the CLIF function into the builder.
+    pub(crate) fn lower_kernel(
+        m: &'a Module,
+        p: &'a Program,
+        b: &'a mut FunctionBuilder<'b>,
+        libs: &'a Libs,
+        layout: &Layout,
+    ) -> Result<(), LowerError> {
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let params = b.block_params(entry).to_vec();
+        let (ctx, begin, end) = (params[0], params[1], params[2]);
+        let header = b.create_block();
+        let base = b.append_block_param(header, T::I64);
+        let body = b.create_block();
+        let exit = b.create_block();
+        let mut l = Lowerer {
+            m,
+            b,
+            libs,
+            ctx,
+            base,
+            arrays: Vec::new(),
+            program: p.name.clone(),
+            launch_word: layout.launch,
+        };
+        // Uniform parameters and array descriptors are loaded once, in the entry block.
+        let uni_params: Vec<bool> = p.params.iter().map(|x| x.kind != ParamKind::Varying).collect();
+        let uni = uniform_values_with(m, p, &uni_params);
+        let mut frame = Frame {
+            p,
+            vals: vec![None; p.num_values()],
+            uni,
+        };
+        for (i, par) in p.params.iter().enumerate() {
+            let t = p.ty(par.value);
+            let w = layout.params[i];
+            match par.kind {
+                ParamKind::Uniform => {
+                    let (s, n) = elem_of(t);
+                    let ctx = l.ctx;
+                    let xs = (0..n)
+                        .map(|k| l.b.ins().load(sty(s), mem(), ctx, ((w + k) * 8) as i32))
+                        .collect();
+                    frame.vals[par.value.index()] = Some(LV::U(xs));
+                }
+                ParamKind::Array => {
+                    let (d, e, boundary) = t.array_parts().expect("array param");
+                    let (s, n) = elem_of(e);
+                    let planes: Vec<CV> = (0..n).map(|k| l.word(w + k)).collect();
+                    let dims: Vec<CV> = (0..d as usize).map(|k| l.word(w + n + k)).collect();
+                    let mut any_empty = l.iconst(T::I8, 0);
+                    for &dim in &dims {
+                        let z = l.b.ins().icmp_imm_s(IntCC::Equal, dim, 0);
+                        any_empty = l.b.ins().bor(any_empty, z);
+                    }
+                    l.arrays.push(ArrayInfo {
+                        planes,
+                        dims,
+                        elem: s,
+                        boundary,
+                        any_empty,
+                    });
+                    frame.vals[par.value.index()] = Some(LV::Array(l.arrays.len() - 1));
+                }
+                ParamKind::Varying => {}
+            }
+        }
+        l.b.ins().jump(header, &[BlockArg::Value(begin)]);
+        // Block loop: for base in (begin..end).step_by(4).
+        l.b.switch_to_block(header);
+        let more = l.b.ins().icmp(IntCC::SignedLessThan, base, end);
+        l.b.ins().brif(more, body, &[], exit, &[]);
+        l.b.switch_to_block(body);
+        // The tail mask: lanes base+j < end.
+        let left = l.b.ins().isub(end, base);
+        let four = l.iconst(T::I64, BLOCK as i64);
+        let left = l.b.ins().smin(left, four);
+        let left = l.b.ins().ireduce(T::I32, left);
+        let left = l.b.ins().splat(T::I32X4, left);
+        let iota = l.iota32();
+        let mask = l.b.ins().icmp(IntCC::SignedLessThan, iota, left);
+        for (i, par) in p.params.iter().enumerate() {
+            if par.kind == ParamKind::Varying {
+                let t = p.ty(par.value);
+                let (s, n) = elem_of(t);
+                let w = layout.params[i];
+                let mut lanes_v = Vec::new();
+                for k in 0..n {
+                    let plane = l.word(w + k);
+                    lanes_v.push(l.load_block(s, plane));
+                }
+                frame.vals[par.value.index()] = Some(LV::V(lanes_v));
+            }
+        }
+        let outs = l.region(&mut frame, p.body, &[], mask)?;
+        for (k, (o, lv)) in p.outputs.iter().zip(outs).enumerate() {
+            let (s, n) = elem_of(o.ty);
+            let vals = l.to_var(s, &lv);
+            for (lane, v) in vals.iter().enumerate().take(n) {
+                let plane = l.word(layout.outputs[k] + lane);
+                l.store_block(s, plane, v);
+            }
+        }
+        let next = l.b.ins().iadd_imm_s(base, BLOCK as i64);
+        l.b.ins().jump(header, &[BlockArg::Value(next)]);
+        l.b.switch_to_block(exit);
+        l.b.ins().return_(&[]);
+        l.b.seal_all_blocks();
+        Ok(())
+    }
+
+    fn iota32(&mut self) -> CV {
+        let mut v = self.iconst(T::I32, 0);
+        v = self.b.ins().splat(T::I32X4, v);
+        for j in 1..4 {
+            let x = self.iconst(T::I32, j);
+            v = self.b.ins().insertlane(v, x, j as u8);
+        }
+        v
+    }
+
+    /// Loads 4 consecutive elements of a plane (storage type of `s`) at the block base.
+    fn load_block(&mut self, s: ScalarType, plane: CV) -> Vec<CV> {
+        let bytes = crate::abi::storage_bytes(s) as i64;
+        let off = self.b.ins().imul_imm_s(self.base, bytes);
+        let addr = self.b.ins().iadd(plane, off);
+        let v: Vec<CV> = (0..parts(s))
+            .map(|k| self.b.ins().load(vty(s), mem(), addr, (k * 16) as i32))
+            .collect();
+        if s == ScalarType::Bool {
+            let z = self.iconst(T::I32, 0);
+            let z = self.b.ins().splat(T::I32X4, z);
+            vec![self.b.ins().icmp(IntCC::NotEqual, v[0], z)]
+        } else {
+            v
+        }
+    }
+
+    fn store_block(&mut self, s: ScalarType, plane: CV, v: &[CV]) {
+        let bytes = crate::abi::storage_bytes(s) as i64;
+        let off = self.b.ins().imul_imm_s(self.base, bytes);
+        let addr = self.b.ins().iadd(plane, off);
+        let v: Vec<CV> = if s == ScalarType::Bool {
+            let one = self.iconst(T::I32, 1);
+            let one = self.b.ins().splat(T::I32X4, one);
+            vec![self.b.ins().band(v[0], one)]
+        } else {
+            v.to_vec()
+        };
+        for (k, &x) in v.iter().enumerate() {
+            self.b.ins().store(mem(), x, addr, (k * 16) as i32);
+        }
+    }
+
+    fn get(&self, f: &Frame, v: Value) -> Result<LV, LowerError> {
+        match f.vals.get(v.index()).cloned().flatten() {
+            Some(x) => Ok(x),
+            None => self.err(format!("internal: value {v:?} has no lowering")),
+        }
+    }
+
+    fn set(&mut self, f: &mut Frame, v: Value, lv: LV) -> Result<(), LowerError> {
+        let ty = f.p.ty(v);
+        let lv = if ty.is_array() { lv } else { self.fix(ty, f.uni[v.index()], lv)? };
+        f.vals[v.index()] = Some(lv);
+        Ok(())
+    }
+
+    /// Lowers region `r` with its arguments bound to `args` under `mask`; returns the values
+    /// its terminator passes on.
+    fn region(&mut self, f: &mut Frame, r: Region, args: &[LV], mask: CV) -> Result<Vec<LV>, LowerError> {
+        let p = f.p;
+        for (&a, lv) in p.region(r).args.iter().zip(args) {
+            self.set(f, a, lv.clone())?;
+        }
+        for &op in &p.region(r).ops {
+            let d = p.op(op);
+            if d.opcode.is_terminator() {
+                return d.args.iter().map(|&a| self.get(f, a)).collect();
+            }
+            let results = self.op(f, op, mask)?;
+            for (&v, lv) in d.results.iter().zip(results) {
+                self.set(f, v, lv)?;
+            }
+        }
+        Ok(Vec::new())
+    }
+
+    fn op(&mut self, f: &mut Frame, op: weft_ir::Op, mask: CV) -> Result<Vec<LV>, LowerError> {
+        use Opcode as O;
+        let p = f.p;
+        let d = p.op(op);
+        let res_ty = d.results.first().map(|&v| p.ty(v));
+        let res_uni = d.results.first().is_some_and(|&v| f.uni[v.index()]);
+        let args: Vec<LV> = d.args.iter().map(|&a| self.get(f, a)).collect::<Result<_, _>>()?;
+        let aty = |i: usize| p.ty(d.args[i]);
+        match d.opcode {
+            O::Const => {
+                let Imm::Const(c) = &d.imm else { return self.err("const without literal") };
+                Ok(vec![LV::U(self.constant(c))])
+            }
+            O::Index => Ok(vec![self.index(res_ty.expect("typed"))]),
+            O::Shape => {
+                let t = res_ty.expect("typed");
+                let (s, n) = elem_of(t);
+                let lw = self.layout_launch();
+                let xs = (0..n)
+                    .map(|k| {
+                        let x = self.word(lw + 1 + k);
+                        self.narrow_extent(s, x)
+                    })
+                    .collect();
+                Ok(vec![LV::U(xs)])
+            }
+            O::Extent => {
+                let LV::Array(ai) = args[0] else { return self.err("extent of a non-array") };
+                let (s, _) = elem_of(res_ty.expect("typed"));
+                let dims = self.arrays[ai].dims.clone();
+                let xs = dims.iter().map(|&x| self.narrow_extent(s, x)).collect();
+                Ok(vec![LV::U(xs)])
+            }
+            O::Read => {
+                let LV::Array(ai) = args[0] else { return self.err("read of a non-array") };
+                let (cs, _) = elem_of(aty(1));
+                Ok(vec![self.read(ai, cs, &args[1], res_uni)?])
+            }
+            O::Tuple => {
+                let (s, _) = elem_of(res_ty.expect("typed"));
+                if res_uni {
+                    Ok(vec![LV::U(args.iter().map(|a| lane_u(a, 0)).collect())])
+                } else {
+                    Ok(vec![LV::V(args.iter().map(|a| self.to_var(s, a).remove(0)).collect())])
+                }
+            }
+            O::Extract | O::Swizzle => {
+                let Imm::Lanes(ls) = &d.imm else { return self.err("lanes missing") };
+                Ok(vec![pick(&args[0], ls)])
+            }
+            O::Insert => {
+                let Imm::Lanes(ls) = &d.imm else { return self.err("lanes missing") };
+                let (s, _) = elem_of(aty(0));
+                if res_uni {
+                    let (LV::U(mut t), LV::U(v)) = (args[0].clone(), args[1].clone()) else {
+                        return self.err("internal: uniform insert of varying values");
+                    };
+                    for (k, &l) in ls.iter().enumerate() {
+                        t[l as usize] = v[k];
+                    }
+                    Ok(vec![LV::U(t)])
+                } else {
+                    let mut t = self.to_var(s, &args[0]);
+                    let v = self.to_var(s, &args[1]);
+                    for (k, &l) in ls.iter().enumerate() {
+                        t[l as usize] = v[k].clone();
+                    }
+                    Ok(vec![LV::V(t)])
+                }
+            }
+            O::Select => {
+                let (s, n) = elem_of(aty(1));
+                let per_lane = elem_of(aty(0)).1 > 1;
+                let mut out = Vec::new();
+                for l in 0..n {
+                    let c = lane_of(&args[0], if per_lane { l } else { 0 });
+                    let (a, b) = (lane_of(&args[1], l), lane_of(&args[2], l));
+                    out.push(self.select(s, c, a, b, res_uni));
+                }
+                Ok(vec![collect_lanes(out, res_uni)])
+            }
+            O::Dot | O::Length | O::Normalize | O::Cross => {
+                let (s, n) = elem_of(aty(0));
+                let a: Vec<LvLane> = (0..n).map(|l| lane_of(&args[0], l)).collect();
+                let bv: Vec<LvLane> = if matches!(d.opcode, O::Dot | O::Cross) {
+                    (0..n).map(|l| lane_of(&args[1], l)).collect()
+                } else {
+                    a.clone()
+                };
+                let u = res_uni;
+                let mut mul = |me: &mut Self, x: &LvLane, y: &LvLane| me.lanewise(O::Mul, s, s, &[x.clone(), y.clone()], u);
+                let out: Vec<LvLane> = match d.opcode {
+                    O::Cross => {
+                        let m = |me: &mut Self, i: usize, j: usize, mul: &mut dyn FnMut(&mut Self, &LvLane, &LvLane) -> Result<LvLane, LowerError>| mul(me, &a[i], &bv[j]);
+                        let mut r = Vec::new();
+                        for (i, j) in [(1, 2), (2, 0), (0, 1)] {
+                            let x = m(self, i, j, &mut mul)?;
+                            let y = m(self, j, i, &mut mul)?;
+                            r.push(self.lanewise(O::Sub, s, s, &[x, y], u)?);
+                        }
+                        r
+                    }
+                    _ => {
+                        let mut acc = mul(self, &a[0], &bv[0])?;
+                        for l in 1..n {
+                            let t = mul(self, &a[l], &bv[l])?;
+                            acc = self.lanewise(O::Add, s, s, &[acc, t], u)?;
+                        }
+                        match d.opcode {
+                            O::Dot => vec![acc],
+                            O::Length => vec![self.lanewise(O::Sqrt, s, s, &[acc], u)?],
+                            _ => {
+                                let len = self.lanewise(O::Sqrt, s, s, &[acc], u)?;
+                                let mut r = Vec::new();
+                                for x in &a {
+                                    r.push(self.lanewise(O::Div, s, s, &[x.clone(), len.clone()], u)?);
+                                }
+                                r
+                            }
+                        }
+                    }
+                };
+                Ok(vec![collect_lanes(out, u)])
+            }
+            O::If => self.lower_if(f, op, &args, mask),
+            O::For | O::While | O::DoUntil => self.lower_loop(f, op, &args, mask),
+            O::Call => {
+                let Imm::Callee(name) = &d.imm else { return self.err("call without callee") };
+                let Some(callee) = self.m.get(name) else { return self.err(format!("unknown callee @{name}")) };
+                let arg_uni: Vec<bool> = args.iter().map(|a| !matches!(a, LV::V(_))).collect();
+                let uni = uniform_values_with(self.m, callee, &arg_uni);
+                let mut cf = Frame {
+                    p: callee,
+                    vals: vec![None; callee.num_values()],
+                    uni,
+                };
+                for (par, a) in callee.params.iter().zip(&args) {
+                    cf.vals[par.value.index()] = Some(a.clone());
+                }
+                self.region(&mut cf, callee.body, &[], mask)
+            }
+            O::Yield | O::Return => Ok(Vec::new()),
+            _ => {
+                // Element-wise ops on scalars and tuples.
+                let t_in = aty(d.args.len().saturating_sub(1).min(if d.opcode == O::Select { 1 } else { 0 }));
+                let (s, n) = elem_of(t_in);
+                let (to, _) = elem_of(res_ty.expect("typed"));
+                let mut out = Vec::with_capacity(n);
+                for l in 0..n {
+                    let ls: Vec<LvLane> = args.iter().map(|a| lane_of(a, l)).collect();
+                    out.push(self.lanewise(d.opcode, s, to, &ls, res_uni)?);
+                }
+                Ok(vec![collect_lanes(out, res_uni)])
+            }
+        }
+    }
+
+    fn layout_launch(&self) -> usize {
+        self.launch_word
+    }
+}
+
+/// One tuple lane of a lowered value.
+#[derive(Clone, Debug)]
+enum LvLane {
+    U(CV),
+    V(Vec<CV>),
+}
+
+fn lane_of(lv: &LV, l: usize) -> LvLane {
+    match lv {
+        LV::U(u) => LvLane::U(u[l]),
+        LV::V(v) => LvLane::V(v[l].clone()),
+        LV::Array(_) => LvLane::U(u_dummy()),
+    }
+}
+
+fn u_dummy() -> CV {
+    CV::from_u32(0)
+}
+
+fn lane_u(lv: &LV, l: usize) -> CV {
+    match lane_of(lv, l) {
+        LvLane::U(x) => x,
+        LvLane::V(v) => v[0],
+    }
+}
+
+/// A single-lane value (its representation fixed later by [`Lowerer::fix`]).
+fn lane_lv(l: LvLane) -> LV {
+    match l {
+        LvLane::U(x) => LV::U(vec![x]),
+        LvLane::V(v) => LV::V(vec![v]),
+    }
+}
+
+fn collect_lanes(lanes: Vec<LvLane>, uniform: bool) -> LV {
+    if uniform {
+        LV::U(lanes.into_iter().map(|l| match l {
+            LvLane::U(x) => x,
+            LvLane::V(v) => v[0],
+        }).collect())
+    } else {
+        LV::V(lanes.into_iter().map(|l| match l {
+            LvLane::V(v) => v,
+            LvLane::U(x) => vec![x],
+        }).collect())
+    }
+}
+
+/// Lanes `ls` of a value (one lane gives a scalar).
+fn pick(lv: &LV, ls: &[u8]) -> LV {
+    match lv {
+        LV::U(u) => LV::U(ls.iter().map(|&l| u[l as usize]).collect()),
+        LV::V(v) => LV::V(ls.iter().map(|&l| v[l as usize].clone()).collect()),
+        LV::Array(a) => LV::Array(*a),
+    }
+}
+
+impl Lowerer<'_, '_> {
+    fn constant(&mut self, c: &Const) -> Vec<CV> {
+        let (s, _) = elem_of(c.ty);
+        c.lane_bits()
+            .iter()
+            .map(|&bits| match s {
+                ScalarType::Bool => self.iconst(T::I8, bits as i64),
+                ScalarType::F32 => self.b.ins().f32const(Ieee32::with_bits(bits as u32)),
+                ScalarType::F16 => {
+                    let v = half::f16::from_bits(bits as u16).to_f32();
+                    self.b.ins().f32const(Ieee32::with_bits(v.to_bits()))
+                }
+                ScalarType::F64 => self.b.ins().f64const(Ieee64::with_bits(bits)),
+                ScalarType::I64 | ScalarType::U64 => self.iconst(T::I64, bits as i64),
+                _ => {
+                    let v = weft_ir::konst::lane_i64(s, bits);
+                    self.iconst(T::I32, v)
+                }
+            })
+            .collect()
+    }
+
+    /// An extent (i64 word) as an i32 (saturated) or i64 lane.
+    fn narrow_extent(&mut self, s: ScalarType, x: CV) -> CV {
+        if s == ScalarType::I64 {
+            return x;
+        }
+        let max = self.iconst(T::I64, i32::MAX as i64);
+        let x = self.b.ins().umin(x, max);
+        self.b.ins().ireduce(T::I32, x)
+    }
+
+    /// `index`: this block's elements' coordinates.
+    fn index(&mut self, t: Type) -> LV {
+        let (s, rank) = elem_of(t);
+        if rank == 1 {
+            if s == ScalarType::I32 {
+                let b32 = self.b.ins().ireduce(T::I32, self.base);
+                let v = self.b.ins().splat(T::I32X4, b32);
+                let iota = self.iota32();
+                return LV::V(vec![vec![self.b.ins().iadd(v, iota)]]);
+            }
+            let xs: Vec<CV> = (0..BLOCK).map(|j| self.b.ins().iadd_imm_s(self.base, j as i64)).collect();
+            return LV::V(vec![self.build(s, &xs)]);
+        }
+        let lw = self.launch_word;
+        let dims: Vec<CV> = (0..rank)
+            .map(|k| {
+                let d = self.word(lw + 1 + k);
+                let one = self.iconst(T::I64, 1);
+                self.b.ins().umax(d, one)
+            })
+            .collect();
+        let mut per_axis: Vec<Vec<CV>> = vec![Vec::new(); rank];
+        for j in 0..BLOCK {
+            let mut e = self.b.ins().iadd_imm_s(self.base, j as i64);
+            for k in (0..rank).rev() {
+                let c = self.b.ins().urem(e, dims[k]);
+                e = self.b.ins().udiv(e, dims[k]);
+                let c = if s == ScalarType::I32 { self.b.ins().ireduce(T::I32, c) } else { c };
+                per_axis[k].push(c);
+            }
+        }
+        LV::V(per_axis.iter().map(|xs| self.build(s, xs)).collect())
+    }
+
+    /// One gather: coordinates (i64 scalars, one per axis) to the element's lanes, with the
+    /// array's boundary mode applied.
+    fn gather_one(&mut self, ai: usize, coords: &[CV]) -> Vec<CV> {
+        let (dims, planes, s, boundary, any_empty) = {
+            let a = &self.arrays[ai];
+            (a.dims.clone(), a.planes.clone(), a.elem, a.boundary, a.any_empty)
+        };
+        let mut lin = self.iconst(T::I64, 0);
+        let mut inb_all = self.iconst(T::I8, 1);
+        for (k, (&c, &n)) in coords.iter().zip(&dims).enumerate() {
+            let one = self.iconst(T::I64, 1);
+            let n_safe = self.b.ins().umax(n, one);
+            let c = match boundary {
+                Boundary::Clamp => {
+                    let zero = self.iconst(T::I64, 0);
+                    let hi = self.b.ins().iadd_imm_s(n_safe, -1);
+                    let c = self.b.ins().smin(c, hi);
+                    self.b.ins().smax(c, zero)
+                }
+                Boundary::Repeat => {
+                    let r = self.b.ins().srem(c, n_safe);
+                    let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, r, 0);
+                    let up = self.b.ins().iadd(r, n_safe);
+                    self.b.ins().select(neg, up, r)
+                }
+                Boundary::Constant(_) => {
+                    let ge0 = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
+                    let ltn = self.b.ins().icmp(IntCC::SignedLessThan, c, n);
+                    let inb = self.b.ins().band(ge0, ltn);
+                    inb_all = self.b.ins().band(inb_all, inb);
+                    let zero = self.iconst(T::I64, 0);
+                    self.b.ins().select(inb, c, zero)
+                }
+            };
+            let _ = k;
+            lin = self.b.ins().imul(lin, n_safe);
+            lin = self.b.ins().iadd(lin, c);
+        }
+        let bytes = crate::abi::storage_bytes(s) as i64;
+        let off = self.b.ins().imul_imm_s(lin, bytes);
+        let mut out = Vec::new();
+        for (l, &plane) in planes.iter().enumerate() {
+            let addr = self.b.ins().iadd(plane, off);
+            let raw_ty = if is64(s) { sty(s) } else if s.is_float() { T::F32 } else { T::I32 };
+            let mut v = self.b.ins().load(raw_ty, mem(), addr, 0);
+            if s == ScalarType::Bool {
+                v = self.b.ins().icmp_imm_s(IntCC::NotEqual, v, 0);
+            }
+            let fallback = match boundary {
+                Boundary::Constant(k) => {
+                    let c = Const::from_lanes(Type::scalar(s), &[k[l]]);
+                    Some((self.constant(&c)[0], inb_all))
+                }
+                _ => None,
+            };
+            let zero = self.zero_scalar(sty(s));
+            v = self.b.ins().select(any_empty, zero, v);
+            if let Some((c, inb)) = fallback {
+                v = self.b.ins().select(inb, v, c);
+            }
+            out.push(v);
+        }
+        out
+    }
+
+    fn read(&mut self, ai: usize, cs: ScalarType, coords: &LV, uniform: bool) -> Result<LV, LowerError> {
+        let s = self.arrays[ai].elem;
+        let n = self.arrays[ai].planes.len();
+        let to64 = |me: &mut Self, x: CV| if cs == ScalarType::I64 { x } else { me.b.ins().sextend(T::I64, x) };
+        match coords {
+            LV::U(cu) => {
+                let cu: Vec<CV> = cu.iter().map(|&x| to64(self, x)).collect();
+                let v = self.gather_one(ai, &cu);
+                self.fix_read(uniform, s, LV::U(v))
+            }
+            LV::V(cv) => {
+                let mut per_lane: Vec<Vec<CV>> = vec![Vec::new(); n];
+                for j in 0..BLOCK {
+                    let c: Vec<CV> = cv
+                        .iter()
+                        .map(|lane| {
+                            let x = self.extract(cs, lane, j);
+                            to64(self, x)
+                        })
+                        .collect();
+                    for (l, v) in self.gather_one(ai, &c).into_iter().enumerate() {
+                        per_lane[l].push(v);
+                    }
+                }
+                Ok(LV::V(per_lane.iter().map(|xs| self.build(s, xs)).collect()))
+            }
+            LV::Array(_) => self.err("array used as coordinates"),
+        }
+    }
+
+    fn fix_read(&mut self, uniform: bool, s: ScalarType, lv: LV) -> Result<LV, LowerError> {
+        if uniform {
+            Ok(lv)
+        } else {
+            Ok(LV::V(self.to_var(s, &lv)))
+        }
+    }
+
+    /// `select` on one tuple lane.
+    fn select(&mut self, s: ScalarType, c: LvLane, a: LvLane, b: LvLane, uniform: bool) -> LvLane {
+        if uniform {
+            let (LvLane::U(c), LvLane::U(a), LvLane::U(b)) = (c, a, b) else {
+                return LvLane::U(u_dummy());
+            };
+            return LvLane::U(self.b.ins().select(c, a, b));
+        }
+        let cm = match c {
+            LvLane::U(x) => self.splat_lane(ScalarType::Bool, x)[0],
+            LvLane::V(v) => v[0],
+        };
+        let a = match a {
+            LvLane::U(x) => self.splat_lane(s, x),
+            LvLane::V(v) => v,
+        };
+        let b = match b {
+            LvLane::U(x) => self.splat_lane(s, x),
+            LvLane::V(v) => v,
+        };
+        LvLane::V(self.blend(s, cm, &a, &b))
+    }
+
+    /// Per element: `a` where the i32x4 mask is set, else `b` (varying lanes of `s`).
+    fn blend(&mut self, s: ScalarType, mask: CV, a: &[CV], b: &[CV]) -> Vec<CV> {
+        let masks: Vec<CV> = if is64(s) {
+            vec![self.b.ins().swiden_low(mask), self.b.ins().swiden_high(mask)]
+        } else {
+            vec![mask]
+        };
+        (0..a.len())
+            .map(|k| {
+                let ty = vty(s);
+                let m = if self.b.func.dfg.value_type(masks[k]) == ty {
+                    masks[k]
+                } else {
+                    self.b.ins().bitcast(ty, vflags(), masks[k])
+                };
+                self.b.ins().bitselect(m, a[k], b[k])
+            })
+            .collect()
+    }
+
+    fn blend_lv(&mut self, ty: Type, mask: CV, a: &LV, b: &LV) -> LV {
+        let (s, _) = elem_of(ty);
+        let av = self.to_var(s, a);
+        let bv = self.to_var(s, b);
+        LV::V(av.iter().zip(&bv).map(|(x, y)| self.blend(s, mask, x, y)).collect())
+    }
+
+    /// Block parameter types for a value of `ty` in the given representation.
+    fn param_types(ty: Type, uniform: bool) -> Vec<ir::Type> {
+        let (s, n) = elem_of(ty);
+        if uniform {
+            vec![sty(s); n]
+        } else {
+            (0..n).flat_map(|_| vec![vty(s); parts(s)]).collect()
+        }
+    }
+
+    fn flatten(lv: &LV) -> Vec<CV> {
+        match lv {
+            LV::U(u) => u.clone(),
+            LV::V(v) => v.iter().flatten().copied().collect(),
+            LV::Array(_) => Vec::new(),
+        }
+    }
+
+    fn unflatten(ty: Type, uniform: bool, vals: &[CV]) -> LV {
+        let (s, _) = elem_of(ty);
+        if uniform {
+            LV::U(vals.to_vec())
+        } else {
+            LV::V(vals.chunks(parts(s)).map(<[CV]>::to_vec).collect())
+        }
+    }
+
+    /// Creates a block whose parameters hold values of `tys` (with `uni` representations).
+    fn block_for(&mut self, tys: &[(Type, bool)]) -> (ir::Block, Vec<LV>) {
+        let blk = self.b.create_block();
+        let mut lvs = Vec::new();
+        for &(t, u) in tys {
+            let ps: Vec<CV> = Self::param_types(t, u)
+                .into_iter()
+                .map(|pt| self.b.append_block_param(blk, pt))
+                .collect();
+            lvs.push(Self::unflatten(t, u, &ps));
+        }
+        (blk, lvs)
+    }
+
+    fn jump_with(&mut self, blk: ir::Block, tys: &[(Type, bool)], vals: &[LV]) -> Result<(), LowerError> {
+        let mut args = Vec::new();
+        for (&(t, u), v) in tys.iter().zip(vals) {
+            let v = self.fix(t, u, v.clone())?;
+            args.extend(Self::flatten(&v).into_iter().map(BlockArg::Value));
+        }
+        self.b.ins().jump(blk, &args);
+        Ok(())
+    }
+
+    fn zeros(&mut self, tys: &[(Type, bool)]) -> Vec<LV> {
+        tys.iter()
+            .map(|&(t, u)| {
+                let vals: Vec<CV> = Self::param_types(t, u).into_iter().map(|pt| self.zero_of(pt)).collect();
+                Self::unflatten(t, u, &vals)
+            })
+            .collect()
+    }
+
+    fn result_reprs(f: &Frame, op: weft_ir::Op) -> Vec<(Type, bool)> {
+        let d = f.p.op(op);
+        d.results.iter().map(|&v| (f.p.ty(v), f.uni[v.index()])).collect()
+    }
+
+    fn lower_if(&mut self, f: &mut Frame, op: weft_ir::Op, args: &[LV], mask: CV) -> Result<Vec<LV>, LowerError> {
+        let d = f.p.op(op);
+        let reprs = Self::result_reprs(f, op);
+        let (rt, re) = (d.regions[0], d.regions[1]);
+        match &args[0] {
+            LV::U(c) => {
+                let c = c[0];
+                let (tb, eb) = (self.b.create_block(), self.b.create_block());
+                let (merge, outs) = self.block_for(&reprs);
+                self.b.ins().brif(c, tb, &[], eb, &[]);
+                for (blk, r) in [(tb, rt), (eb, re)] {
+                    self.b.switch_to_block(blk);
+                    let ys = self.region(f, r, &[], mask)?;
+                    self.jump_with(merge, &reprs, &ys)?;
+                }
+                self.b.switch_to_block(merge);
+                Ok(outs)
+            }
+            LV::V(c) => {
+                let c = c[0][0];
+                let m_t = self.b.ins().band(mask, c);
+                let nc = self.b.ins().bnot(c);
+                let m_e = self.b.ins().band(mask, nc);
+                let var_reprs: Vec<(Type, bool)> = reprs.iter().map(|&(t, _)| (t, false)).collect();
+                let mut branch_vals = Vec::new();
+                for (r, m) in [(rt, m_t), (re, m_e)] {
+                    let any = self.b.ins().vany_true(m);
+                    let run = self.b.create_block();
+                    let (merge, outs) = self.block_for(&var_reprs);
+                    let skip = self.zeros(&var_reprs);
+                    let mut skip_args = Vec::new();
+                    for v in &skip {
+                        skip_args.extend(Self::flatten(v).into_iter().map(BlockArg::Value));
+                    }
+                    self.b.ins().brif(any, run, &[], merge, &skip_args);
+                    self.b.switch_to_block(run);
+                    let ys = self.region(f, r, &[], m)?;
+                    self.jump_with(merge, &var_reprs, &ys)?;
+                    self.b.switch_to_block(merge);
+                    branch_vals.push(outs);
+                }
+                let mut res = Vec::new();
+                for (k, &(t, _)) in reprs.iter().enumerate() {
+                    res.push(self.blend_lv(t, c, &branch_vals[0][k], &branch_vals[1][k]));
+                }
+                Ok(res)
+            }
+            LV::Array(_) => self.err("array as a condition"),
+        }
+    }
+
+    /// Per-lane `i < hi` / `next > i` comparisons for a loop counter of integer type `s`.
+    fn counter_cmp(&mut self, s: ScalarType, cc_signed: IntCC, cc_unsigned: IntCC, a: &LvLane, b: &LvLane, uniform: bool) -> Result<LvLane, LowerError> {
+        let op = match (cc_signed, cc_unsigned) {
+            (IntCC::SignedLessThan, _) => Opcode::Lt,
+            _ => Opcode::Gt,
+        };
+        self.lanewise(op, s, ScalarType::Bool, &[a.clone(), b.clone()], uniform)
+    }
+
+    fn lower_loop(&mut self, f: &mut Frame, op: weft_ir::Op, args: &[LV], mask: CV) -> Result<Vec<LV>, LowerError> {
+        let p = f.p;
+        let d = p.op(op);
+        let reprs = Self::result_reprs(f, op);
+        let (inits, ctl): (&[LV], &[LV]) = match d.opcode {
+            Opcode::For => (&args[3..], &args[..3]),
+            _ => (args, &[]),
+        };
+        // Is the loop's control uniform? (The analysis made every result varying if not.)
+        let body_r = match d.opcode {
+            Opcode::While => d.regions[1],
+            _ => d.regions[0],
+        };
+        let control_uniform = match d.opcode {
+            Opcode::For => ctl.iter().all(|c| matches!(c, LV::U(_))),
+            _ => {
+                let cond_r = if d.opcode == Opcode::While { d.regions[0] } else { d.regions[1] };
+                let y = p.region(cond_r).ops.last().map(|&o| p.op(o).args[0]);
+                y.is_some_and(|v| f.uni[v.index()])
+            }
+        };
+        let _ = body_r;
+        if d.opcode == Opcode::For {
+            return self.lower_for(f, op, ctl, inits, &reprs, mask, control_uniform);
+        }
+        let (first, second) = (d.regions[0], d.regions[1]);
+        let carried_tys = reprs.clone();
+        // Header block: carried values (+ the active mask when divergent).
+        let mut hdr_tys = carried_tys.clone();
+        if !control_uniform {
+            hdr_tys.push((Type::bool(), false));
+        }
+        let (hdr, hvals) = self.block_for(&hdr_tys);
+        let (exit, outs) = self.block_for(&carried_tys);
+        let mut init_vals = inits.to_vec();
+        if !control_uniform {
+            init_vals.push(LV::V(vec![vec![mask]]));
+        }
+        self.jump_with(hdr, &hdr_tys, &init_vals)?;
+        self.b.switch_to_block(hdr);
+        let carried = hvals[..carried_tys.len()].to_vec();
+        let m = if control_uniform { mask } else { lane_u(&LV::V(match &hvals[carried_tys.len()] { LV::V(v) => v.clone(), _ => vec![] }), 0) };
+        let m = if control_uniform { m } else { match &hvals[carried_tys.len()] { LV::V(v) => v[0][0], _ => mask } };
+        if d.opcode == Opcode::While {
+            let c = self.region(f, first, &carried, m)?;
+            let body = self.b.create_block();
+            if control_uniform {
+                let LV::U(cv) = &c[0] else { return self.err("internal: uniform while condition is varying") };
+                let exit_args: Vec<BlockArg> = carried.iter().flat_map(Self::flatten).map(BlockArg::Value).collect();
+                self.b.ins().brif(cv[0], body, &[], exit, &exit_args);
+                self.b.switch_to_block(body);
+                let ys = self.region(f, second, &carried, m)?;
+                self.jump_with(hdr, &hdr_tys, &ys)?;
+            } else {
+                let cm = match &c[0] { LV::V(v) => v[0][0], LV::U(u) => self.splat_lane(ScalarType::Bool, u[0])[0], _ => m };
+                let m2 = self.b.ins().band(m, cm);
+                let any = self.b.ins().vany_true(m2);
+                let exit_args: Vec<BlockArg> = carried.iter().flat_map(Self::flatten).map(BlockArg::Value).collect();
+                self.b.ins().brif(any, body, &[], exit, &exit_args);
+                self.b.switch_to_block(body);
+                let ys = self.region(f, second, &carried, m2)?;
+                let mut next = Vec::new();
+                for (k, &(t, _)) in carried_tys.iter().enumerate() {
+                    next.push(self.blend_lv(t, m2, &ys[k], &carried[k]));
+                }
+                next.push(LV::V(vec![vec![m2]]));
+                self.jump_with(hdr, &hdr_tys, &next)?;
+            }
+        } else {
+            // do { first } until { second }
+            let ys = self.region(f, first, &carried, m)?;
+            let new: Vec<LV> = if control_uniform {
+                ys
+            } else {
+                let mut v = Vec::new();
+                for (k, &(t, _)) in carried_tys.iter().enumerate() {
+                    v.push(self.blend_lv(t, m, &ys[k], &carried[k]));
+                }
+                v
+            };
+            let new: Vec<LV> = new.into_iter().zip(&carried_tys).map(|(v, &(t, u))| self.fix(t, u, v)).collect::<Result<_, _>>()?;
+            let c = self.region(f, second, &new, m)?;
+            let exit_args: Vec<BlockArg> = new.iter().flat_map(Self::flatten).map(BlockArg::Value).collect();
+            if control_uniform {
+                let LV::U(cv) = &c[0] else { return self.err("internal: uniform until condition is varying") };
+                let again = self.b.create_block();
+                self.b.ins().brif(cv[0], exit, &exit_args, again, &[]);
+                self.b.switch_to_block(again);
+                self.jump_with(hdr, &hdr_tys, &new)?;
+            } else {
+                let cm = match &c[0] { LV::V(v) => v[0][0], LV::U(u) => self.splat_lane(ScalarType::Bool, u[0])[0], _ => m };
+                let ncm = self.b.ins().bnot(cm);
+                let m2 = self.b.ins().band(m, ncm);
+                let any = self.b.ins().vany_true(m2);
+                let again = self.b.create_block();
+                self.b.ins().brif(any, again, &[], exit, &exit_args);
+                self.b.switch_to_block(again);
+                let mut next = new.clone();
+                next.push(LV::V(vec![vec![m2]]));
+                self.jump_with(hdr, &hdr_tys, &next)?;
+            }
+        }
+        self.b.switch_to_block(exit);
+        Ok(outs)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn lower_for(&mut self, f: &mut Frame, op: weft_ir::Op, ctl: &[LV], inits: &[LV], reprs: &[(Type, bool)], mask: CV, uniform: bool) -> Result<Vec<LV>, LowerError> {
+        let p = f.p;
+        let d = p.op(op);
+        let r = d.regions[0];
+        let ity = p.ty(d.args[0]);
+        let (s, _) = elem_of(ity);
+        let (lo, hi, step) = (lane_of(&ctl[0], 0), lane_of(&ctl[1], 0), lane_of(&ctl[2], 0));
+        let zero_c = Const::zero(ity);
+        let zero = LvLane::U(self.constant(&zero_c)[0]);
+        // Entry condition: step > 0 && lo < hi.
+        let pos = self.lanewise(Opcode::Gt, s, ScalarType::Bool, &[step.clone(), zero], uniform)?;
+        let lt = self.counter_cmp(s, IntCC::SignedLessThan, IntCC::UnsignedLessThan, &lo, &hi, uniform)?;
+        let go = self.lanewise(Opcode::And, ScalarType::Bool, ScalarType::Bool, &[pos.clone(), lt], uniform)?;
+        let mut hdr_tys: Vec<(Type, bool)> = vec![(ity, uniform)];
+        hdr_tys.extend_from_slice(reprs);
+        let active = (Type::bool(), uniform);
+        hdr_tys.push(active);
+        let (hdr, hv) = self.block_for(&hdr_tys);
+        let (exit, outs) = self.block_for(reprs);
+        let mut init = vec![lane_lv(lo)];
+        init.extend(inits.iter().cloned());
+        let go_lv = if uniform {
+            collect_lanes(vec![go], true)
+        } else {
+            let LvLane::V(g) = go else { return self.err("internal: for entry") };
+            let g = self.b.ins().band(g[0], mask);
+            LV::V(vec![vec![g]])
+        };
+        init.push(go_lv);
+        self.jump_with(hdr, &hdr_tys, &init)?;
+        self.b.switch_to_block(hdr);
+        let i = hv[0].clone();
+        let carried = hv[1..1 + reprs.len()].to_vec();
+        let act = hv[1 + reprs.len()].clone();
+        let body = self.b.create_block();
+        let exit_args: Vec<BlockArg> = carried.iter().flat_map(Self::flatten).map(BlockArg::Value).collect();
+        let m = match &act {
+            LV::U(a) => {
+                self.b.ins().brif(a[0], body, &[], exit, &exit_args);
+                mask
+            }
+            LV::V(a) => {
+                let any = self.b.ins().vany_true(a[0][0]);
+                self.b.ins().brif(any, body, &[], exit, &exit_args);
+                a[0][0]
+            }
+            LV::Array(_) => mask,
+        };
+        self.b.switch_to_block(body);
+        let mut rargs = vec![i.clone()];
+        rargs.extend(carried.iter().cloned());
+        let ys = self.region(f, r, &rargs, m)?;
+        let new: Vec<LV> = if uniform {
+            ys
+        } else {
+            let mut v = Vec::new();
+            for (k, &(t, _)) in reprs.iter().enumerate() {
+                v.push(self.blend_lv(t, m, &ys[k], &carried[k]));
+            }
+            v
+        };
+        // next = i + step; continue while next > i (no overflow) && next < hi.
+        let il = lane_of(&i, 0);
+        let next = self.lanewise(Opcode::Add, s, s, &[il.clone(), step], uniform)?;
+        let (s_ok, next) = if s.bits() < 32 {
+            // Narrow counters are computed in 32 bits: no wrap before `next < hi` fails.
+            let raw = match (&il, &next) {
+                _ => self.lanewise_raw_add(s, &il, &lane_of(&ctl[2], 0), uniform)?,
+            };
+            (None, raw)
+        } else {
+            let gt = self.counter_cmp(s, IntCC::SignedGreaterThan, IntCC::UnsignedGreaterThan, &next, &il, uniform)?;
+            (Some(gt), next)
+        };
+        let lt = self.counter_cmp(s, IntCC::SignedLessThan, IntCC::UnsignedLessThan, &next, &hi, uniform)?;
+        let mut cont = lt;
+        if let Some(gt) = s_ok {
+            cont = self.lanewise(Opcode::And, ScalarType::Bool, ScalarType::Bool, &[cont, gt], uniform)?;
+        }
+        let cont_lv = if uniform {
+            collect_lanes(vec![cont], true)
+        } else {
+            let LvLane::V(c) = cont else { return self.err("internal: for continue") };
+            let c = self.b.ins().band(c[0], m);
+            LV::V(vec![vec![c]])
+        };
+        let mut nv = vec![lane_lv(next)];
+        nv.extend(new);
+        nv.push(cont_lv);
+        self.jump_with(hdr, &hdr_tys, &nv)?;
+        self.b.switch_to_block(exit);
+        Ok(outs)
+    }
+
+    /// `i + step` for a narrow (8/16-bit) counter without wrapping to the type's width.
+    fn lanewise_raw_add(&mut self, s: ScalarType, a: &LvLane, b: &LvLane, uniform: bool) -> Result<LvLane, LowerError> {
+        // Adding as i32 keeps the true sum (both operands are sign- or zero-extended);
+        // comparing it with `hi` (same extension) then ends the loop correctly.
+        let wide = if s.is_signed_int() { ScalarType::I32 } else { ScalarType::U32 };
+        self.lanewise(Opcode::Add, wide, wide, &[a.clone(), b.clone()], uniform)
+    }
+}

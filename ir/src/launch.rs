@@ -1,0 +1,134 @@
+//! Launch planning shared by every device (DESIGN §5): checks an apply's inputs against the
+//! program's parameters and determines the launch shape.
+
+use crate::interp::{check_array, Input, RunError};
+use crate::opcode::Opcode;
+use crate::program::{Imm, Module, ParamKind, Program};
+
+/// Checks `inputs` (one per parameter) against `p` and returns the launch shape and its
+/// element count: the shape shared by every varying input, or `shape` when there is none.
+/// Errors name the first offending input.
+pub fn plan_launch(
+    p: &Program,
+    inputs: &[Input],
+    shape: Option<&[usize]>,
+) -> Result<(Vec<usize>, usize), RunError> {
+    if inputs.len() != p.params.len() {
+        return Err(RunError::ArgCount {
+            program: p.name.clone(),
+            expected: p.params.len(),
+            got: inputs.len(),
+        });
+    }
+        let mut launch: Option<Vec<usize>> = shape.map(<[usize]>::to_vec);
+        let mut launch_from: Option<String> = shape.map(|_| "the explicit shape".to_string());
+        for (i, (par, inp)) in p.params.iter().zip(inputs).enumerate() {
+            let ty = p.ty(par.value);
+            let name = p.param_name(i).to_string();
+            let bad = |m: String| RunError::BadInput {
+                program: p.name.clone(),
+                param: name.clone(),
+                message: m,
+            };
+            match (par.kind, inp) {
+                (ParamKind::Array, Input::Array(a)) => check_array(ty, a).map_err(bad)?,
+                (ParamKind::Array, Input::Uniform(_)) => {
+                    return Err(bad("expects an array".into()))
+                }
+                (ParamKind::Uniform, Input::Uniform(c))
+                | (ParamKind::Varying, Input::Uniform(c)) => {
+                    if c.ty != ty {
+                        return Err(bad(format!("expects {ty}, got {}", c.ty)));
+                    }
+                    if par.kind == ParamKind::Varying {
+                        return Err(bad("is varying: give an array, not a single value".into()));
+                    }
+                }
+                (ParamKind::Uniform, Input::Array(_)) => {
+                    return Err(bad(format!(
+                        "is uniform: give one {ty} value, not an array"
+                    )))
+                }
+                (ParamKind::Varying, Input::Array(a)) => {
+                    if a.elem != ty {
+                        return Err(bad(format!(
+                            "expects elements of type {ty}, got {}",
+                            a.elem
+                        )));
+                    }
+                    if !(1..=3).contains(&a.shape.len()) {
+                        return Err(bad(format!(
+                            "has {} axes; launches have 1 to 3",
+                            a.shape.len()
+                        )));
+                    }
+                    match &launch {
+                        None => {
+                            launch = Some(a.shape.clone());
+                            launch_from = Some(format!("input `{name}`"));
+                        }
+                        Some(s) if *s != a.shape => {
+                            return Err(bad(format!(
+                                "has shape {:?} but {} has shape {:?}",
+                                a.shape,
+                                launch_from.clone().unwrap_or_default(),
+                                s
+                            )))
+                        }
+                        Some(_) => {}
+                    }
+                }
+            }
+        }
+        let Some(launch) = launch else {
+            return Err(RunError::Launch {
+                program: p.name.clone(),
+                message: "no varying input, so the launch shape must be given".into(),
+            });
+        };
+        let too_big = || RunError::Launch {
+            program: p.name.clone(),
+            message: format!("launch shape {launch:?} is too large to allocate its outputs"),
+        };
+        let n = launch
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .filter(|&n| n <= isize::MAX as usize / 64)
+            .ok_or_else(too_big)?;
+        Ok((launch, n))
+}
+
+/// Checks that every `index`/`shape` op of `p` (and of the programs it calls) has as many
+/// lanes as the launch has axes.
+pub fn check_launch_rank(m: &Module, p: &Program, rank: usize) -> Result<(), RunError> {
+    fn go(m: &Module, p: &Program, rank: usize, depth: usize) -> Option<String> {
+        let mut bad = None;
+        p.walk(&mut |op| {
+            let d = p.op(op);
+            if bad.is_some() {
+                return;
+            }
+            if matches!(d.opcode, Opcode::Index | Opcode::Shape) {
+                let l = d.results.first().map_or(1, |&v| p.ty(v).lanes().map_or(1, |x| x.1 as usize));
+                if l != rank {
+                    bad = Some(format!(
+                        "`{}` has {l} lane(s) but the launch has {rank} axes",
+                        d.opcode.mnemonic()
+                    ));
+                }
+            }
+            if let Imm::Callee(n) = &d.imm {
+                if let Some(c) = m.get(n) {
+                    if depth < 64 {
+                        bad = go(m, c, rank, depth + 1);
+                    }
+                }
+            }
+        });
+        bad
+    }
+    match go(m, p, rank, 0) {
+        Some(message) => Err(RunError::Launch { program: p.name.clone(), message }),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,198 @@
+//! The CPU device: compile once per program text (in-memory cache), marshal arrays into the
+//! kernel ABI's planes (docs/abi.md), and split the launch over the rayon pool.
+
+use half::f16;
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use weft_backend_cranelift::abi::{lanes, storage_bytes, BLOCK};
+use weft_backend_cranelift::{compile, CompileError, Kernel};
+use weft_ir::interp::{HostArray, Input, RunError};
+use weft_ir::konst::{canon, f16_from_f64, lane_i64};
+use weft_ir::launch::{check_launch_rank, plan_launch};
+use weft_ir::{Module, ParamKind, ScalarType};
+
+/// Why a CPU launch failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// Bad inputs or launch (same messages as the interpreter).
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// The program could not be compiled.
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+}
+
+/// Launches at or below this many elements run on the calling thread.
+const SERIAL_LIMIT: usize = 1 << 14;
+
+/// The CPU device: Cranelift-compiled kernels, cached by (canonical program text, backend).
+#[derive(Default)]
+pub struct CpuDevice {
+    cache: Mutex<HashMap<String, Arc<Kernel>>>,
+}
+
+/// One plane of kernel data: `len` elements of `bytes` each (little-endian).
+struct Plane(Vec<u8>);
+
+fn to_storage(s: ScalarType, bits: u64) -> u64 {
+    match s {
+        ScalarType::F16 => f16::from_bits(bits as u16).to_f32().to_bits() as u64,
+        ScalarType::I8 | ScalarType::I16 => lane_i64(s, bits) as u32 as u64,
+        _ => bits,
+    }
+}
+
+fn from_storage(s: ScalarType, raw: u64) -> u64 {
+    match s {
+        ScalarType::F16 => f16_from_f64(f32::from_bits(raw as u32) as f64).to_bits() as u64,
+        _ => canon(s, raw),
+    }
+}
+
+impl Plane {
+    fn new(s: ScalarType, len: usize) -> Plane {
+        Plane(vec![0u8; len.max(1) * storage_bytes(s)])
+    }
+
+    /// Lane `lane` of every element of `a`, padded to `len` elements.
+    fn from_array(a: &HostArray, lane: usize, len: usize) -> Plane {
+        let (s, n) = a.elem.lanes().map_or((ScalarType::F32, 1), |(s, n)| (s, n as usize));
+        let b = storage_bytes(s);
+        let mut p = Plane::new(s, len);
+        for e in 0..a.len() {
+            let raw = to_storage(s, a.data[e * n + lane]);
+            p.0[e * b..(e + 1) * b].copy_from_slice(&raw.to_le_bytes()[..b]);
+        }
+        p
+    }
+
+    fn read(&self, s: ScalarType, e: usize) -> u64 {
+        let b = storage_bytes(s);
+        let mut w = [0u8; 8];
+        w[..b].copy_from_slice(&self.0[e * b..(e + 1) * b]);
+        from_storage(s, u64::from_le_bytes(w))
+    }
+
+    fn ptr(&mut self) -> u64 {
+        self.0.as_mut_ptr() as u64
+    }
+}
+
+struct Ctx(Vec<u64>);
+// SAFETY: the context block holds addresses of buffers that live for the whole launch; the
+// kernels only read the block, and write disjoint element ranges of the output planes.
+unsafe impl Sync for Ctx {}
+
+impl CpuDevice {
+    /// A CPU device with an empty kernel cache.
+    pub fn new() -> CpuDevice {
+        CpuDevice::default()
+    }
+
+    /// The compiled kernel for program `name` of `m`, from the cache or freshly compiled.
+    pub fn kernel(&self, m: &Module, name: &str) -> Result<Arc<Kernel>, RuntimeError> {
+        let key = format!("cranelift\n@{name}\n{}", weft_ir::print_module(m));
+        if let Some(k) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Ok(k.clone());
+        }
+        let k = Arc::new(compile(m, name)?);
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, k.clone());
+        Ok(k)
+    }
+
+    /// Number of kernels in the cache.
+    pub fn cached(&self) -> usize {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Applies program `name` over arrays (DESIGN §5), like
+    /// [`weft_ir::Interpreter::apply`], on compiled code; results are bit-identical.
+    pub fn apply(
+        &self,
+        m: &Module,
+        name: &str,
+        inputs: &[Input],
+        shape: Option<&[usize]>,
+    ) -> Result<Vec<HostArray>, RuntimeError> {
+        let p = m
+            .get(name)
+            .ok_or_else(|| RunError::UnknownProgram(name.to_string()))?;
+        let (launch, n) = plan_launch(p, inputs, shape)?;
+        check_launch_rank(m, p, launch.len())?;
+        let kernel = self.kernel(m, name)?;
+        let layout = &kernel.layout;
+        let padded = n.div_ceil(BLOCK) * BLOCK;
+        let mut ctx = vec![0u64; layout.words];
+        let mut keep: Vec<Plane> = Vec::new();
+        for (i, (par, inp)) in p.params.iter().zip(inputs).enumerate() {
+            let w = layout.params[i];
+            match (par.kind, inp) {
+                (ParamKind::Varying, Input::Array(a)) | (ParamKind::Array, Input::Array(a)) => {
+                    let len = if par.kind == ParamKind::Varying { padded } else { a.len() };
+                    for l in 0..lanes(a.elem) {
+                        let mut pl = Plane::from_array(a, l, len);
+                        ctx[w + l] = pl.ptr();
+                        keep.push(pl);
+                    }
+                    if par.kind == ParamKind::Array {
+                        for (k, &d) in a.shape.iter().enumerate() {
+                            ctx[w + lanes(a.elem) + k] = d as u64;
+                        }
+                    }
+                }
+                (ParamKind::Uniform, Input::Uniform(c)) => {
+                    let s = c.ty.elem_scalar();
+                    for (l, &b) in c.lane_bits().iter().enumerate() {
+                        ctx[w + l] = to_storage(s, b);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut outs: Vec<Vec<Plane>> = Vec::new();
+        for (k, o) in p.outputs.iter().enumerate() {
+            let s = o.ty.elem_scalar();
+            let mut planes: Vec<Plane> = (0..lanes(o.ty)).map(|_| Plane::new(s, padded)).collect();
+            for (l, pl) in planes.iter_mut().enumerate() {
+                ctx[layout.outputs[k] + l] = pl.ptr();
+            }
+            outs.push(planes);
+        }
+        ctx[layout.launch] = launch.len() as u64;
+        for (k, &d) in launch.iter().enumerate() {
+            ctx[layout.launch + 1 + k] = d as u64;
+        }
+        let ctx = Ctx(ctx);
+        // SAFETY: the context follows the kernel's layout; every plane outlives the calls and
+        // is padded to whole blocks (arrays hold at least one element).
+        let entry = unsafe { kernel.entry() };
+        let run = |lo: usize, hi: usize| unsafe { entry(ctx.0.as_ptr(), lo as i64, hi as i64) };
+        if n <= SERIAL_LIMIT {
+            run(0, n);
+        } else {
+            let threads = rayon::current_num_threads().max(1);
+            let chunk = (n / (threads * 8)).max(SERIAL_LIMIT / 4).div_ceil(BLOCK) * BLOCK;
+            let ranges: Vec<(usize, usize)> = (0..n.div_ceil(chunk)).map(|c| (c * chunk, ((c + 1) * chunk).min(n))).collect();
+            ranges.par_iter().for_each(|&(lo, hi)| run(lo, hi));
+        }
+        drop(keep);
+        Ok(p.outputs
+            .iter()
+            .zip(outs)
+            .map(|(o, planes)| {
+                let (s, nl) = o.ty.lanes().map_or((ScalarType::F32, 1), |(s, x)| (s, x as usize));
+                let mut data = vec![0u64; n * nl];
+                for e in 0..n {
+                    for (l, pl) in planes.iter().enumerate() {
+                        data[e * nl + l] = pl.read(s, e);
+                    }
+                }
+                HostArray { elem: o.ty, shape: launch.clone(), data }
+            })
+            .collect())
+    }
+}
