@@ -120,7 +120,11 @@ extern "C" fn weft_float_op(op: i32, s: i32, a: u64, b: u64, c: u64) -> u64 {
 fn isa() -> Result<std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa>, CompileError> {
     let mut flags = settings::builder();
     let set = |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| CompileError::Isa(e.to_string()));
-    set(&mut flags, "opt_level", "speed")?;
+    // `none` by default: at `speed`, Cranelift's e-graph elaboration sinks the per-block
+    // vector setup of a program into its inner loops (MDH ran 2x slower, docs/performance.md);
+    // the lowering already emits straight-line code. WEFT_CL_OPT=speed restores it.
+    let opt = std::env::var("WEFT_CL_OPT").unwrap_or_else(|_| "none".into());
+    set(&mut flags, "opt_level", &opt)?;
     set(&mut flags, "enable_verifier", "true")?;
     let isa_builder = cranelift_native::builder().map_err(|e| CompileError::Isa(e.to_string()))?;
     isa_builder
@@ -188,7 +192,14 @@ pub fn compile(m: &Module, name: &str) -> Result<Kernel, CompileError> {
         b.finalize(isa.frontend_config());
     }
     let clif = ctx.func.display().to_string();
+    let disasm = std::env::var_os("WEFT_DUMP_ASM").is_some();
+    ctx.set_disasm(disasm);
     jit.define_function(kid, &mut ctx).map_err(|e| CompileError::Codegen(format!("{e:?}")))?;
+    if disasm {
+        if let Some(v) = ctx.compiled_code().and_then(|c| c.vcode.clone()) {
+            eprintln!("{v}");
+        }
+    }
     jit.finalize_definitions().map_err(cg)?;
     let ptr = jit.get_finalized_function(kid);
     // SAFETY: the function was compiled with exactly the `KernelFn` signature (three i64

@@ -30,7 +30,6 @@ struct ArrayInfo {
     dims: Vec<CV>,
     elem: ScalarType,
     boundary: Boundary,
-    any_empty: CV,
 }
 
 struct Frame<'p> {
@@ -763,17 +762,11 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                     let (s, n) = elem_of(e);
                     let planes: Vec<CV> = (0..n).map(|k| l.word(w + k)).collect();
                     let dims: Vec<CV> = (0..d as usize).map(|k| l.word(w + n + k)).collect();
-                    let mut any_empty = l.iconst(T::I8, 0);
-                    for &dim in &dims {
-                        let z = l.b.ins().icmp_imm_s(IntCC::Equal, dim, 0);
-                        any_empty = l.b.ins().bor(any_empty, z);
-                    }
                     l.arrays.push(ArrayInfo {
                         planes,
                         dims,
                         elem: s,
                         boundary,
-                        any_empty,
                     });
                     frame.vals[par.value.index()] = Some(LV::Array(l.arrays.len() - 1));
                 }
@@ -1189,9 +1182,9 @@ impl Lowerer<'_, '_> {
     /// One gather: coordinates (i64 scalars, one per axis) to the element's lanes, with the
     /// array's boundary mode applied.
     fn gather_one(&mut self, ai: usize, coords: &[CV]) -> Vec<CV> {
-        let (dims, planes, s, boundary, any_empty) = {
+        let (dims, planes, s, boundary) = {
             let a = &self.arrays[ai];
-            (a.dims.clone(), a.planes.clone(), a.elem, a.boundary, a.any_empty)
+            (a.dims.clone(), a.planes.clone(), a.elem, a.boundary)
         };
         let mut lin = self.iconst(T::I64, 0);
         let mut inb_all = self.iconst(T::I8, 1);
@@ -1220,9 +1213,12 @@ impl Lowerer<'_, '_> {
                     self.b.ins().select(inb, c, zero)
                 }
             };
-            let _ = k;
-            lin = self.b.ins().imul(lin, n_safe);
-            lin = self.b.ins().iadd(lin, c);
+            lin = if k == 0 {
+                c
+            } else {
+                let t = self.b.ins().imul(lin, n_safe);
+                self.b.ins().iadd(t, c)
+            };
         }
         let bytes = crate::abi::storage_bytes(s) as i64;
         let off = self.b.ins().imul_imm_s(lin, bytes);
@@ -1241,8 +1237,8 @@ impl Lowerer<'_, '_> {
                 }
                 _ => None,
             };
-            let zero = self.zero_scalar(sty(s));
-            v = self.b.ins().select(any_empty, zero, v);
+            // An empty array's planes hold one zero element (docs/abi.md), which clamp and
+            // repeat read; constant mode finds every coordinate out of range.
             if let Some((c, inb)) = fallback {
                 v = self.b.ins().select(inb, v, c);
             }

@@ -33,6 +33,17 @@ pub enum Command {
         /// The file.
         file: PathBuf,
     },
+    /// Print what a backend makes of a program (`--target clif`: Cranelift IR).
+    Emit {
+        /// The .weft file.
+        file: PathBuf,
+        /// What to print: `clif`.
+        #[arg(long, default_value = "clif")]
+        target: String,
+        /// Program to emit (name without @); needed when the file has several.
+        #[arg(long)]
+        program: Option<String>,
+    },
     /// Run a program over arrays (DESIGN §5) and print or save its outputs.
     Run {
         /// The .weft file.
@@ -40,8 +51,9 @@ pub enum Command {
         /// Program to run (name without @); needed when the file has several.
         #[arg(long)]
         program: Option<String>,
-        /// Backend: `interp` (the reference interpreter).
-        #[arg(long, default_value = "interp")]
+        /// Backend: `cranelift` (compiled SIMD code on the CPU, the default) or `interp`
+        /// (the reference interpreter).
+        #[arg(long, default_value = "cranelift")]
         backend: String,
         /// An input: NAME=PATH.npy (varying or array parameter), NAME=NUMBER or
         /// NAME=N1,N2,.. (uniform scalar or tuple).
@@ -153,6 +165,20 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
             let _ = write!(out, "{}", weft_ir::print_module(&m));
             Ok(())
         }
+        Command::Emit {
+            file,
+            target,
+            program,
+        } => {
+            if target != "clif" {
+                return Err(format!("error: --target {target}: unknown target (available: clif)").into());
+            }
+            let m = load(&file)?;
+            let p = choose_program(&m, program.as_deref(), &file)?;
+            let k = weft_backend_cranelift::compile(&m, &p.name).map_err(|e| format!("error: {e}"))?;
+            let _ = write!(out, "{}", k.clif);
+            Ok(())
+        }
         Command::Run {
             file,
             program,
@@ -162,21 +188,28 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
             shape,
             fuel,
         } => {
-            if backend != "interp" {
+            let available = weft_runtime::available_backends();
+            if !available.contains(&backend.as_str()) {
                 return Err(format!(
-                    "error: backend `{backend}` is not available in this build (available: interp)"
+                    "error: backend `{backend}` is not available in this build (available: {})",
+                    available.join(", ")
                 )
                 .into());
             }
             let m = load(&file)?;
             let p = choose_program(&m, program.as_deref(), &file)?;
             let ins = bind_inputs(p, &inputs)?;
-            let mut interp = Interpreter::new(&m);
-            interp.fuel = fuel;
-            let outs = interp
-                .apply(&p.name, &ins, shape.as_deref())
-                .map_err(|e| format!("error: {e}"))?;
-            let mut saved = vec![false; outs.len()];
+            let outs = if backend == "interp" {
+                let mut interp = Interpreter::new(&m);
+                interp.fuel = fuel;
+                interp
+                    .apply(&p.name, &ins, shape.as_deref())
+                    .map_err(|e| format!("error: {e}"))?
+            } else {
+                weft_runtime::CpuDevice::new()
+                    .apply(&m, &p.name, &ins, shape.as_deref())
+                    .map_err(|e| format!("error: {e}"))?
+            };
             for spec in &outputs {
                 let (name, path) = split_eq(spec, "--out")?;
                 let i = p.output_index(name).ok_or_else(|| {
@@ -190,7 +223,6 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
                     )
                 })?;
                 npy::write_npy(Path::new(path), &outs[i]).map_err(|e| format!("error: {e}"))?;
-                saved[i] = true;
             }
             if outputs.is_empty() {
                 for (i, a) in outs.iter().enumerate() {

@@ -132,3 +132,38 @@ pub fn check_launch_rank(m: &Module, p: &Program, rank: usize) -> Result<(), Run
         None => Ok(()),
     }
 }
+
+/// A structural hash of a module (every program: signature, ops, operands, immediates,
+/// types, value numbering), for kernel caches: equal modules hash equally, and it costs a
+/// walk of the IR, not a print.
+pub fn fingerprint(m: &Module) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for p in &m.programs {
+        p.name.hash(&mut h);
+        for par in &p.params {
+            (par.kind as u8, p.ty(par.value), par.value.0).hash(&mut h);
+        }
+        for o in &p.outputs {
+            (&o.name, o.ty).hash(&mut h);
+        }
+        p.walk(&mut |op| {
+            let d = p.op(op);
+            d.opcode.hash(&mut h);
+            d.imm.hash(&mut h);
+            for &a in &d.args {
+                a.0.hash(&mut h);
+            }
+            for &r in &d.results {
+                (r.0, p.ty(r)).hash(&mut h);
+            }
+            for &r in &d.regions {
+                for &a in &p.region(r).args {
+                    (a.0, p.ty(a)).hash(&mut h);
+                }
+                p.region(r).ops.len().hash(&mut h);
+            }
+        });
+    }
+    h.finish()
+}

@@ -24,12 +24,13 @@ pub enum RuntimeError {
 }
 
 /// Launches at or below this many elements run on the calling thread.
-const SERIAL_LIMIT: usize = 1 << 14;
+const SERIAL_LIMIT: usize = 1 << 11;
 
-/// The CPU device: Cranelift-compiled kernels, cached by (canonical program text, backend).
+/// The CPU device: Cranelift-compiled kernels, cached by (structural hash of the module,
+/// program name).
 #[derive(Default)]
 pub struct CpuDevice {
-    cache: Mutex<HashMap<String, Arc<Kernel>>>,
+    cache: Mutex<HashMap<(u64, String), Arc<Kernel>>>,
 }
 
 /// One plane of kernel data: `len` elements of `bytes` each (little-endian).
@@ -92,7 +93,7 @@ impl CpuDevice {
 
     /// The compiled kernel for program `name` of `m`, from the cache or freshly compiled.
     pub fn kernel(&self, m: &Module, name: &str) -> Result<Arc<Kernel>, RuntimeError> {
-        let key = format!("cranelift\n@{name}\n{}", weft_ir::print_module(m));
+        let key = (weft_ir::launch::fingerprint(m), name.to_string());
         if let Some(k) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(k.clone());
         }
@@ -118,6 +119,21 @@ impl CpuDevice {
         inputs: &[Input],
         shape: Option<&[usize]>,
     ) -> Result<Vec<HostArray>, RuntimeError> {
+        let mut l = self.launch(m, name, inputs, shape)?;
+        l.run();
+        Ok(l.outputs())
+    }
+
+    /// Prepares a launch: checks the inputs, compiles (or finds) the kernel and copies the
+    /// inputs into kernel buffers. [`Launch::run`] then runs the kernel over them as often
+    /// as wanted (benchmarks time exactly that); [`Launch::outputs`] reads the results.
+    pub fn launch(
+        &self,
+        m: &Module,
+        name: &str,
+        inputs: &[Input],
+        shape: Option<&[usize]>,
+    ) -> Result<Launch, RuntimeError> {
         let p = m
             .get(name)
             .ok_or_else(|| RunError::UnknownProgram(name.to_string()))?;
@@ -166,33 +182,83 @@ impl CpuDevice {
         for (k, &d) in launch.iter().enumerate() {
             ctx[layout.launch + 1 + k] = d as u64;
         }
-        let ctx = Ctx(ctx);
-        // SAFETY: the context follows the kernel's layout; every plane outlives the calls and
-        // is padded to whole blocks (arrays hold at least one element).
-        let entry = unsafe { kernel.entry() };
+        Ok(Launch {
+            kernel,
+            ctx: Ctx(ctx),
+            _inputs: keep,
+            outs,
+            out_types: p.outputs.iter().map(|o| o.ty).collect(),
+            shape: launch,
+            n,
+        })
+    }
+}
+
+/// A prepared launch: a kernel with its inputs copied into kernel buffers (see
+/// [`CpuDevice::launch`]).
+pub struct Launch {
+    kernel: Arc<Kernel>,
+    ctx: Ctx,
+    _inputs: Vec<Plane>,
+    outs: Vec<Vec<Plane>>,
+    out_types: Vec<weft_ir::Type>,
+    shape: Vec<usize>,
+    n: usize,
+}
+
+impl Launch {
+    /// Number of elements in the launch.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// True for a launch of no elements.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Runs the kernel over every element: on the calling thread for small launches, else in
+    /// chunks (whole blocks) over the rayon pool.
+    pub fn run(&mut self) {
+        let n = self.n;
+        let ctx = &self.ctx;
+        // SAFETY: the context follows the kernel's layout; every plane lives as long as
+        // `self` and is padded to whole blocks (arrays hold at least one element); chunks
+        // write disjoint element ranges of the output planes.
+        let entry = unsafe { self.kernel.entry() };
         let run = |lo: usize, hi: usize| unsafe { entry(ctx.0.as_ptr(), lo as i64, hi as i64) };
         if n <= SERIAL_LIMIT {
             run(0, n);
         } else {
             let threads = rayon::current_num_threads().max(1);
-            let chunk = (n / (threads * 8)).max(SERIAL_LIMIT / 4).div_ceil(BLOCK) * BLOCK;
-            let ranges: Vec<(usize, usize)> = (0..n.div_ceil(chunk)).map(|c| (c * chunk, ((c + 1) * chunk).min(n))).collect();
+            let chunk = (n / (threads * 8)).max(SERIAL_LIMIT / 2).div_ceil(BLOCK) * BLOCK;
+            let ranges: Vec<(usize, usize)> = (0..n.div_ceil(chunk))
+                .map(|c| (c * chunk, ((c + 1) * chunk).min(n)))
+                .collect();
             ranges.par_iter().for_each(|&(lo, hi)| run(lo, hi));
         }
-        drop(keep);
-        Ok(p.outputs
+    }
+
+    /// The outputs as host arrays of the launch shape.
+    pub fn outputs(&self) -> Vec<HostArray> {
+        let n = self.n;
+        self.out_types
             .iter()
-            .zip(outs)
-            .map(|(o, planes)| {
-                let (s, nl) = o.ty.lanes().map_or((ScalarType::F32, 1), |(s, x)| (s, x as usize));
+            .zip(&self.outs)
+            .map(|(&ty, planes)| {
+                let (s, nl) = ty.lanes().map_or((ScalarType::F32, 1), |(s, x)| (s, x as usize));
                 let mut data = vec![0u64; n * nl];
                 for e in 0..n {
                     for (l, pl) in planes.iter().enumerate() {
                         data[e * nl + l] = pl.read(s, e);
                     }
                 }
-                HostArray { elem: o.ty, shape: launch.clone(), data }
+                HostArray {
+                    elem: ty,
+                    shape: self.shape.clone(),
+                    data,
+                }
             })
-            .collect())
+            .collect()
     }
 }

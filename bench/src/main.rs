@@ -1,0 +1,242 @@
+//! weft's benchmark suite: each workload on weft's CPU device next to the baseline a user
+//! would pick, measured side by side in one run (medians), written to docs/performance.md.
+//!
+//! Usage: `cargo run --release -p weft-bench` (needs gcc with OpenMP; numba is optional;
+//! MDH needs `scripts/fetch_data.sh` first).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+use weft_ir::interp::{HostArray, Input};
+use weft_ir::{Const, Type};
+use weft_runtime::CpuDevice;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn fail(msg: String) -> ! {
+    eprintln!("error: {msg}");
+    std::process::exit(1)
+}
+
+fn gcc(src: &str, out: &Path, extra: &[&str]) {
+    let st = Command::new("gcc")
+        .args(["-O3", "-march=native", "-fopenmp"])
+        .args(extra)
+        .arg(root().join("bench/c").join(src))
+        .arg("-o")
+        .arg(out)
+        .arg("-lm")
+        .status()
+        .unwrap_or_else(|e| fail(format!("running gcc: {e}")));
+    if !st.success() {
+        fail(format!("gcc failed on bench/c/{src}"));
+    }
+}
+
+fn run_secs(cmd: &mut Command) -> Option<f64> {
+    let out = cmd.output().ok()?;
+    if !out.status.success() {
+        eprintln!("  ({:?} failed: {})", cmd, String::from_utf8_lossy(&out.stderr).trim());
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout).split_whitespace().next()?.parse().ok()
+}
+
+fn load(file: &str) -> weft_ir::Module {
+    let src = std::fs::read_to_string(root().join(file)).unwrap_or_else(|e| fail(format!("{file}: {e}")));
+    weft_ir::parse_and_verify(&src).unwrap_or_else(|e| fail(format!("{file}: {e}")))
+}
+
+struct Row {
+    workload: String,
+    weft: String,
+    baseline: String,
+    ratio: String,
+    target: String,
+}
+
+fn main() {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let tmp = root().join("target/bench");
+    std::fs::create_dir_all(&tmp).unwrap_or_else(|e| fail(format!("{}: {e}", tmp.display())));
+    let dev = CpuDevice::new();
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+
+    // ---- saxpy / STREAM triad: 3 x 64 MiB of f32.
+    eprintln!("saxpy: 3 x 64 MiB f32 ...");
+    let n = 64 << 20 >> 2;
+    let x = HostArray::from_f32(&(0..n).map(|i| (i % 1000) as f32 * 0.001).collect::<Vec<_>>());
+    let y = HostArray::from_f32(&vec![1.0f32; n]);
+    let m = load("examples/ir/saxpy.weft");
+    let ins = [Input::Uniform(Const::f32(2.0)), Input::Array(Arc::new(x)), Input::Array(Arc::new(y))];
+    let mut l = dev.launch(&m, "saxpy", &ins, None).unwrap_or_else(|e| fail(e.to_string()));
+    l.run();
+    let weft_t = median((0..10).map(|_| { let t = Instant::now(); l.run(); t.elapsed().as_secs_f64() }).collect());
+    drop(l);
+    let triad = tmp.join("triad");
+    gcc("triad.c", &triad, &[]);
+    let c_t = run_secs(Command::new(&triad).arg(n.to_string()).arg("10")).unwrap_or(f64::NAN);
+    let gbs = |t: f64| (3 * n * 4) as f64 / t / 1e9;
+    rows.push(Row {
+        workload: "saxpy f32, 3 × 64 MiB (GB/s, read + written)".into(),
+        weft: format!("{:.1} GB/s ({:.2} ms)", gbs(weft_t), weft_t * 1e3),
+        baseline: format!("C triad gcc -O3 -march=native -fopenmp: {:.1} GB/s ({:.2} ms)", gbs(c_t), c_t * 1e3),
+        ratio: format!("{:.2}× of C's bandwidth", gbs(weft_t) / gbs(c_t)),
+        target: "≥ 0.95×".into(),
+    });
+
+    // ---- MDH: first 4,096 atoms of mache.pqr x 16,384 grid points.
+    let pqr = root().join("data/cache/mache.pqr");
+    match std::fs::read_to_string(&pqr) {
+        Err(_) => notes.push("MDH skipped: run scripts/fetch_data.sh for data/cache/mache.pqr".to_string()),
+        Ok(text) => {
+            eprintln!("MDH: 4,096 atoms x 16,384 points ...");
+            let atoms: Vec<[f32; 4]> = text
+                .lines()
+                .filter(|l| l.starts_with("ATOM") || l.starts_with("HETATM"))
+                .filter_map(|l| {
+                    let f: Vec<f32> = l.split_whitespace().rev().take(5).filter_map(|x| x.parse().ok()).collect();
+                    (f.len() == 5).then(|| [f[4], f[3], f[2], f[1]])
+                })
+                .take(4096)
+                .collect();
+            let na = atoms.len();
+            let (nk, nj, ni) = (16usize, 32usize, 32usize);
+            let sp = 1.5f32;
+            let c = atoms.iter().fold([0f32; 3], |a, p| [a[0] + p[0], a[1] + p[1], a[2] + p[2]]);
+            let o = [
+                c[0] / na as f32 - sp * ni as f32 / 2.0 + 0.0137,
+                c[1] / na as f32 - sp * nj as f32 / 2.0 + 0.0137,
+                c[2] / na as f32 - sp * nk as f32 / 2.0 + 0.0137,
+            ];
+            let elem = Type::tuple(weft_ir::ScalarType::F32, 4).expect("tuple");
+            let arr = HostArray {
+                elem,
+                shape: vec![na],
+                data: atoms.iter().flatten().map(|x| x.to_bits() as u64).collect(),
+            };
+            let m = load("examples/ir/mdh.weft");
+            let t3 = Type::tuple(weft_ir::ScalarType::F32, 3).expect("tuple");
+            let origin = Const::from_lanes(t3, &o.map(|x| x.to_bits() as u64));
+            let ins = [Input::Uniform(origin), Input::Uniform(Const::f32(sp)), Input::Array(Arc::new(arr))];
+            let shape = [nk, nj, ni];
+            let mut l = dev.launch(&m, "mdh", &ins, Some(&shape)).unwrap_or_else(|e| fail(e.to_string()));
+            l.run();
+            let weft_t = median((0..5).map(|_| { let t = Instant::now(); l.run(); t.elapsed().as_secs_f64() }).collect());
+            let pot = l.outputs()[0].to_f32();
+            let bin = tmp.join("atoms.bin");
+            let bytes: Vec<u8> = atoms.iter().flatten().flat_map(|x| x.to_le_bytes()).collect();
+            std::fs::write(&bin, bytes).unwrap_or_else(|e| fail(e.to_string()));
+            let args: Vec<String> = vec![
+                bin.display().to_string(), na.to_string(), nk.to_string(), nj.to_string(), ni.to_string(),
+                format!("{:?}", o[0]), format!("{:?}", o[1]), format!("{:?}", o[2]), format!("{sp:?}"), "5".into(),
+            ];
+            let mdh_fast = tmp.join("mdh_fast");
+            gcc("mdh.c", &mdh_fast, &["-ffast-math"]);
+            let out_c = tmp.join("pot_c.bin");
+            let c_t = run_secs(Command::new(&mdh_fast).args(&args).arg(&out_c)).unwrap_or(f64::NAN);
+            let c_pot: Vec<f32> = std::fs::read(&out_c)
+                .unwrap_or_default()
+                .chunks(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            let maxv = c_pot.iter().fold(0f32, |a, &v| a.max(v.abs()));
+            let maxd = pot.iter().zip(&c_pot).fold(0f32, |a, (&w, &c)| a.max((w - c).abs()));
+            notes.push(format!("MDH: weft vs C (fast-math) max |difference| = {:.1e} of max |V| = {maxv:.3}", maxd / maxv));
+            let gflops = |t: f64| (na * nk * nj * ni) as f64 * 20.0 / t / 1e9;
+            rows.push(Row {
+                workload: format!("MDH f32, {na} atoms × {} points (20 flop/pair)", nk * nj * ni),
+                weft: format!("{:.1} ms ({:.1} GFLOP/s)", weft_t * 1e3, gflops(weft_t)),
+                baseline: format!("C gcc -O3 -march=native -ffast-math -fopenmp: {:.1} ms", c_t * 1e3),
+                ratio: format!("{:.2}× C's time", weft_t / c_t),
+                target: "≤ 2.5×".into(),
+            });
+            let numba = Command::new("python3")
+                .arg(root().join("bench/mdh_numba.py"))
+                .args(&args)
+                .output();
+            match numba {
+                Ok(o) if o.status.success() => {
+                    let t: f64 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap_or(f64::NAN);
+                    rows.push(Row {
+                        workload: "MDH (same)".into(),
+                        weft: format!("{:.1} ms", weft_t * 1e3),
+                        baseline: format!("numba njit(parallel, fastmath): {:.1} ms", t * 1e3),
+                        ratio: format!("{:.2}× faster than numba", t / weft_t),
+                        target: "≥ 1.5× faster".into(),
+                    });
+                }
+                _ => notes.push("numba row skipped: `python3 -c 'import numba'` fails here (pip install numba)".into()),
+            }
+
+            // ---- Compile time of MDH and a cache hit.
+            eprintln!("compile time ...");
+            let comp: Vec<f64> = (0..21)
+                .map(|_| {
+                    let t = Instant::now();
+                    let k = weft_backend_cranelift::compile(&m, "mdh").unwrap_or_else(|e| fail(e.to_string()));
+                    let s = t.elapsed().as_secs_f64();
+                    drop(k);
+                    s
+                })
+                .collect();
+            let hits: Vec<f64> = (0..2001)
+                .map(|_| {
+                    let t = Instant::now();
+                    let k = dev.kernel(&m, "mdh");
+                    let s = t.elapsed().as_secs_f64();
+                    drop(k);
+                    s
+                })
+                .collect();
+            rows.push(Row {
+                workload: "compile MDH: verified IR → callable code".into(),
+                weft: format!("{:.3} ms median of 21", median(comp) * 1e3),
+                baseline: "—".into(),
+                ratio: "—".into(),
+                target: "≤ 1 ms".into(),
+            });
+            rows.push(Row {
+                workload: "kernel cache hit (MDH)".into(),
+                weft: format!("{:.2} µs median of 2001", median(hits) * 1e6),
+                baseline: "—".into(),
+                ratio: "—".into(),
+                target: "≤ 5 µs".into(),
+            });
+        }
+    }
+
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_default();
+    let mut md = String::new();
+    md.push_str("# weft performance\n\n");
+    md.push_str("Written by `cargo run --release -p weft-bench` (after `scripts/fetch_data.sh`); every row\n");
+    md.push_str("is measured side by side in one run on the same machine and inputs; times are medians.\n");
+    md.push_str(&format!("Machine: {cpu}, {threads} threads (weft's rayon pool and OpenMP both use all of them).\n\n"));
+    md.push_str("| workload | weft (cranelift, CPU) | baseline | ratio | target |\n|---|---|---|---|---|\n");
+    for r in &rows {
+        md.push_str(&format!("| {} | {} | {} | {} | {} |\n", r.workload, r.weft, r.baseline, r.ratio, r.target));
+    }
+    md.push('\n');
+    for n in &notes {
+        md.push_str(&format!("- {n}\n"));
+    }
+    print!("{md}");
+    let extra = std::fs::read_to_string(root().join("docs/performance-notes.md")).unwrap_or_default();
+    if !extra.is_empty() {
+        md.push('\n');
+        md.push_str(&extra);
+    }
+    std::fs::write(root().join("docs/performance.md"), md).unwrap_or_else(|e| fail(e.to_string()));
+}
