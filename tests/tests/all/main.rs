@@ -3,5 +3,6 @@
 
 mod builder;
 mod cli;
+mod cpu;
 mod filetests;
 mod fuzz_parser;
