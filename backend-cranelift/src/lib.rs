@@ -113,13 +113,18 @@ extern "C" fn weft_f16_from_bits(x: i32) -> f32 {
 }
 extern "C" fn weft_float_op(op: i32, s: i32, a: u64, b: u64, c: u64) -> u64 {
     let op = OP_TABLE.get(op as usize).map_or(Opcode::Add, |i| i.opcode);
-    let s = ScalarType::ALL.get(s as usize).copied().unwrap_or(ScalarType::F32);
+    let s = ScalarType::ALL
+        .get(s as usize)
+        .copied()
+        .unwrap_or(ScalarType::F32);
     scalar::float_op(op, s, a, b, c)
 }
 
 fn isa() -> Result<std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa>, CompileError> {
     let mut flags = settings::builder();
-    let set = |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| CompileError::Isa(e.to_string()));
+    let set = |f: &mut settings::Builder, k: &str, v: &str| {
+        f.set(k, v).map_err(|e| CompileError::Isa(e.to_string()))
+    };
     // `none` by default: at `speed`, Cranelift's e-graph elaboration sinks the per-block
     // vector setup of a program into its inner loops (MDH ran 2x slower, docs/performance.md);
     // the lowering already emits straight-line code. WEFT_CL_OPT=speed restores it.
@@ -134,7 +139,9 @@ fn isa() -> Result<std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa>, Compil
 
 /// Compiles program `name` of the verified module `m` to host code.
 pub fn compile(m: &Module, name: &str) -> Result<Kernel, CompileError> {
-    let p = m.get(name).ok_or_else(|| CompileError::UnknownProgram(name.to_string()))?;
+    let p = m
+        .get(name)
+        .ok_or_else(|| CompileError::UnknownProgram(name.to_string()))?;
     let isa = isa()?;
     let mut jb = JITBuilder::with_isa(isa.clone(), default_libcall_names());
     let syms: [(&str, *const u8); 7] = [
@@ -151,7 +158,11 @@ pub fn compile(m: &Module, name: &str) -> Result<Kernel, CompileError> {
     }
     let mut jit = JITModule::new(jb);
     let cg = |e: cranelift_module::ModuleError| CompileError::Codegen(e.to_string());
-    let declare = |jit: &mut JITModule, n: &str, params: &[T::Type], ret: T::Type| -> Result<FuncId, CompileError> {
+    let declare = |jit: &mut JITModule,
+                   n: &str,
+                   params: &[T::Type],
+                   ret: T::Type|
+     -> Result<FuncId, CompileError> {
         let mut sig = jit.make_signature();
         sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
         sig.returns.push(AbiParam::new(ret));
@@ -164,13 +175,20 @@ pub fn compile(m: &Module, name: &str) -> Result<Kernel, CompileError> {
         declare(&mut jit, "weft_round_f16", &[T::F64], T::F32)?,
         declare(&mut jit, "weft_f16_to_bits", &[T::F32], T::I32)?,
         declare(&mut jit, "weft_f16_from_bits", &[T::I32], T::F32)?,
-        declare(&mut jit, "weft_float_op", &[T::I32, T::I32, T::I64, T::I64, T::I64], T::I64)?,
+        declare(
+            &mut jit,
+            "weft_float_op",
+            &[T::I32, T::I32, T::I64, T::I64, T::I64],
+            T::I64,
+        )?,
     ];
     let mut sig = jit.make_signature();
     sig.params.push(AbiParam::new(T::I64));
     sig.params.push(AbiParam::new(T::I64));
     sig.params.push(AbiParam::new(T::I64));
-    let kid = jit.declare_function(&format!("weft_kernel_{}", p.name), Linkage::Local, &sig).map_err(cg)?;
+    let kid = jit
+        .declare_function(&format!("weft_kernel_{}", p.name), Linkage::Local, &sig)
+        .map_err(cg)?;
     let mut ctx = Context::new();
     ctx.func.signature = sig;
     ctx.func.name = UserFuncName::user(0, kid.as_u32());
@@ -178,7 +196,10 @@ pub fn compile(m: &Module, name: &str) -> Result<Kernel, CompileError> {
     let mut fbc = FunctionBuilderContext::new();
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fbc);
-        let refs: Vec<FuncRef> = ids.iter().map(|&id| jit.declare_func_in_func(id, b.func)).collect();
+        let refs: Vec<FuncRef> = ids
+            .iter()
+            .map(|&id| jit.declare_func_in_func(id, b.func))
+            .collect();
         let libs = Libs {
             fmod32: refs[0],
             fmod64: refs[1],
@@ -194,7 +215,8 @@ pub fn compile(m: &Module, name: &str) -> Result<Kernel, CompileError> {
     let clif = ctx.func.display().to_string();
     let disasm = std::env::var_os("WEFT_DUMP_ASM").is_some();
     ctx.set_disasm(disasm);
-    jit.define_function(kid, &mut ctx).map_err(|e| CompileError::Codegen(format!("{e:?}")))?;
+    jit.define_function(kid, &mut ctx)
+        .map_err(|e| CompileError::Codegen(format!("{e:?}")))?;
     if disasm {
         if let Some(v) = ctx.compiled_code().and_then(|c| c.vcode.clone()) {
             eprintln!("{v}");

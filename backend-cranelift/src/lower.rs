@@ -101,7 +101,8 @@ fn mem() -> MemFlagsData {
 }
 
 fn elem_of(t: Type) -> (ScalarType, usize) {
-    t.lanes().map_or((ScalarType::F32, 1), |(s, n)| (s, n as usize))
+    t.lanes()
+        .map_or((ScalarType::F32, 1), |(s, n)| (s, n as usize))
 }
 
 impl<'a, 'b> Lowerer<'a, 'b> {
@@ -176,10 +177,14 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         vec![vec; parts(s)]
     }
 
-    fn to_var(&mut self, s: ScalarType, lv: &LV) -> Vec<Vec<CV>> {
+    fn varying(&mut self, s: ScalarType, lv: &LV) -> Vec<Vec<CV>> {
         match lv {
             LV::V(v) => v.clone(),
-            LV::U(u) => u.clone().into_iter().map(|x| self.splat_lane(s, x)).collect(),
+            LV::U(u) => u
+                .clone()
+                .into_iter()
+                .map(|x| self.splat_lane(s, x))
+                .collect(),
             LV::Array(_) => Vec::new(),
         }
     }
@@ -189,7 +194,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         match (&lv, uniform) {
             (LV::U(_), false) => {
                 let (s, _) = elem_of(ty);
-                Ok(LV::V(self.to_var(s, &lv)))
+                Ok(LV::V(self.varying(s, &lv)))
             }
             (LV::V(_), true) => self.err("internal: a uniform value was computed as varying"),
             _ => Ok(lv),
@@ -240,7 +245,11 @@ impl<'a, 'b> Lowerer<'a, 'b> {
     /// Rounds an f32 (scalar) holding any value to the nearest f16 value (as f32).
     fn round_f16_scalar(&mut self, v: CV) -> CV {
         let ty = self.b.func.dfg.value_type(v);
-        let d = if ty == T::F64 { v } else { self.b.ins().fpromote(T::F64, v) };
+        let d = if ty == T::F64 {
+            v
+        } else {
+            self.b.ins().fpromote(T::F64, v)
+        };
         let f = self.libs.round_f16;
         self.call(f, &[d])
     }
@@ -290,7 +299,11 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 }
                 O::Fma => self.b.ins().fma(a[0], a[1], a[2]),
                 O::Rem => {
-                    let f = if s == ScalarType::F64 { self.libs.fmod64 } else { self.libs.fmod32 };
+                    let f = if s == ScalarType::F64 {
+                        self.libs.fmod64
+                    } else {
+                        self.libs.fmod32
+                    };
                     self.call(f, a)
                 }
                 O::Round => {
@@ -298,9 +311,17 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                     let t = self.b.ins().trunc(a[0]);
                     let d = self.b.ins().fsub(a[0], t);
                     let d = self.b.ins().fabs(d);
-                    let half = if ty == T::F64 { self.b.ins().f64const(0.5) } else { self.b.ins().f32const(0.5) };
+                    let half = if ty == T::F64 {
+                        self.b.ins().f64const(0.5)
+                    } else {
+                        self.b.ins().f32const(0.5)
+                    };
                     let big = self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, d, half);
-                    let one = if ty == T::F64 { self.b.ins().f64const(1.0) } else { self.b.ins().f32const(1.0) };
+                    let one = if ty == T::F64 {
+                        self.b.ins().f64const(1.0)
+                    } else {
+                        self.b.ins().f32const(1.0)
+                    };
                     let one = self.b.ins().fcopysign(one, a[0]);
                     let up = self.b.ins().fadd(t, one);
                     self.b.ins().select(big, up, t)
@@ -318,21 +339,42 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 }
                 O::Cast => return Ok(self.cast(s, to, a[0])),
                 O::Bitcast => return Ok(self.bitcast(s, to, a[0])),
-                O::Exp | O::Exp2 | O::Log | O::Log2 | O::Sin | O::Cos | O::Tan | O::Pow
-                | O::Atan2 | O::Rsqrt => {
+                O::Exp
+                | O::Exp2
+                | O::Log
+                | O::Log2
+                | O::Sin
+                | O::Cos
+                | O::Tan
+                | O::Pow
+                | O::Atan2
+                | O::Rsqrt => {
                     // The interpreter's lane semantics, through one helper per call.
                     return Ok(self.float_op_call(op, s, a));
                 }
                 _ => return self.err(format!("`{}` on {s} is not lowered", op.mnemonic())),
             };
             // f16 arithmetic is computed in f32 and rounded once (exact for + - * / sqrt).
-            return Ok(if s == ScalarType::F16
-                && !matches!(op, O::Neg | O::Abs | O::Floor | O::Ceil | O::Trunc | O::Round | O::Min | O::Max | O::Rem)
-            {
-                self.round_f16_scalar(r)
-            } else {
-                r
-            });
+            return Ok(
+                if s == ScalarType::F16
+                    && !matches!(
+                        op,
+                        O::Neg
+                            | O::Abs
+                            | O::Floor
+                            | O::Ceil
+                            | O::Trunc
+                            | O::Round
+                            | O::Min
+                            | O::Max
+                            | O::Rem
+                    )
+                {
+                    self.round_f16_scalar(r)
+                } else {
+                    r
+                },
+            );
         }
         if s == ScalarType::Bool {
             return Ok(match op {
@@ -398,7 +440,11 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                     _ => self.b.ins().urem(a[0], d),
                 };
                 // With divisor 1: q = a (the MIN/-1 answer for div), r = 0 (for rem).
-                let by_zero = if op == O::Div { self.iconst(ty, -1) } else { a[0] };
+                let by_zero = if op == O::Div {
+                    self.iconst(ty, -1)
+                } else {
+                    a[0]
+                };
                 self.b.ins().select(zero, by_zero, q)
             }
             O::Eq | O::Ne | O::Lt | O::Le | O::Gt | O::Ge => {
@@ -418,7 +464,11 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             .map(|i| match a.get(i) {
                 Some(&x) if ty == T::F64 => self.b.ins().bitcast(T::I64, MemFlagsData::new(), x),
                 Some(&x) => {
-                    let x = if s == ScalarType::F16 { self.f16_to_bits(x) } else { self.b.ins().bitcast(T::I32, MemFlagsData::new(), x) };
+                    let x = if s == ScalarType::F16 {
+                        self.f16_to_bits(x)
+                    } else {
+                        self.b.ins().bitcast(T::I32, MemFlagsData::new(), x)
+                    };
                     self.b.ins().uextend(T::I64, x)
                 }
                 None => self.iconst(T::I64, 0),
@@ -546,7 +596,9 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 let b = self.b.ins().band_imm_s(v, 0xffff);
                 self.f16_from_bits(b)
             }
-            _ if from.is_float() || to.is_float() => self.b.ins().bitcast(sty(to), MemFlagsData::new(), v),
+            _ if from.is_float() || to.is_float() => {
+                self.b.ins().bitcast(sty(to), MemFlagsData::new(), v)
+            }
             _ => self.canon(to, v),
         }
     }
@@ -591,7 +643,12 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         }
         let int32 = matches!(
             s,
-            ScalarType::I8 | ScalarType::I16 | ScalarType::I32 | ScalarType::U8 | ScalarType::U16 | ScalarType::U32
+            ScalarType::I8
+                | ScalarType::I16
+                | ScalarType::I32
+                | ScalarType::U8
+                | ScalarType::U16
+                | ScalarType::U32
         );
         if int32 {
             let signed = s.is_signed_int();
@@ -679,7 +736,12 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             })
             .collect();
         // Same class in and out: try the vector fast path on each part.
-        if parts(s) == parts(to) || matches!(op, Opcode::Eq | Opcode::Ne | Opcode::Lt | Opcode::Le | Opcode::Gt | Opcode::Ge) && !is64(s) {
+        if parts(s) == parts(to)
+            || matches!(
+                op,
+                Opcode::Eq | Opcode::Ne | Opcode::Lt | Opcode::Le | Opcode::Gt | Opcode::Ge
+            ) && !is64(s)
+        {
             let np = if to == ScalarType::Bool { 1 } else { parts(to) };
             if np == parts(s) {
                 let mut out = Vec::new();
@@ -738,7 +800,11 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             launch_word: layout.launch,
         };
         // Uniform parameters and array descriptors are loaded once, in the entry block.
-        let uni_params: Vec<bool> = p.params.iter().map(|x| x.kind != ParamKind::Varying).collect();
+        let uni_params: Vec<bool> = p
+            .params
+            .iter()
+            .map(|x| x.kind != ParamKind::Varying)
+            .collect();
         let uni = uniform_values_with(m, p, &uni_params);
         let mut frame = Frame {
             p,
@@ -803,7 +869,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         let outs = l.region(&mut frame, p.body, &[], mask)?;
         for (k, (o, lv)) in p.outputs.iter().zip(outs).enumerate() {
             let (s, n) = elem_of(o.ty);
-            let vals = l.to_var(s, &lv);
+            let vals = l.varying(s, &lv);
             for (lane, v) in vals.iter().enumerate().take(n) {
                 let plane = l.word(layout.outputs[k] + lane);
                 l.store_block(s, plane, v);
@@ -869,14 +935,24 @@ impl<'a, 'b> Lowerer<'a, 'b> {
 
     fn set(&mut self, f: &mut Frame, v: Value, lv: LV) -> Result<(), LowerError> {
         let ty = f.p.ty(v);
-        let lv = if ty.is_array() { lv } else { self.fix(ty, f.uni[v.index()], lv)? };
+        let lv = if ty.is_array() {
+            lv
+        } else {
+            self.fix(ty, f.uni[v.index()], lv)?
+        };
         f.vals[v.index()] = Some(lv);
         Ok(())
     }
 
     /// Lowers region `r` with its arguments bound to `args` under `mask`; returns the values
     /// its terminator passes on.
-    fn region(&mut self, f: &mut Frame, r: Region, args: &[LV], mask: CV) -> Result<Vec<LV>, LowerError> {
+    fn region(
+        &mut self,
+        f: &mut Frame,
+        r: Region,
+        args: &[LV],
+        mask: CV,
+    ) -> Result<Vec<LV>, LowerError> {
         let p = f.p;
         for (&a, lv) in p.region(r).args.iter().zip(args) {
             self.set(f, a, lv.clone())?;
@@ -900,11 +976,17 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         let d = p.op(op);
         let res_ty = d.results.first().map(|&v| p.ty(v));
         let res_uni = d.results.first().is_some_and(|&v| f.uni[v.index()]);
-        let args: Vec<LV> = d.args.iter().map(|&a| self.get(f, a)).collect::<Result<_, _>>()?;
+        let args: Vec<LV> = d
+            .args
+            .iter()
+            .map(|&a| self.get(f, a))
+            .collect::<Result<_, _>>()?;
         let aty = |i: usize| p.ty(d.args[i]);
         match d.opcode {
             O::Const => {
-                let Imm::Const(c) = &d.imm else { return self.err("const without literal") };
+                let Imm::Const(c) = &d.imm else {
+                    return self.err("const without literal");
+                };
                 Ok(vec![LV::U(self.constant(c))])
             }
             O::Index => Ok(vec![self.index(res_ty.expect("typed"))]),
@@ -921,14 +1003,18 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 Ok(vec![LV::U(xs)])
             }
             O::Extent => {
-                let LV::Array(ai) = args[0] else { return self.err("extent of a non-array") };
+                let LV::Array(ai) = args[0] else {
+                    return self.err("extent of a non-array");
+                };
                 let (s, _) = elem_of(res_ty.expect("typed"));
                 let dims = self.arrays[ai].dims.clone();
                 let xs = dims.iter().map(|&x| self.narrow_extent(s, x)).collect();
                 Ok(vec![LV::U(xs)])
             }
             O::Read => {
-                let LV::Array(ai) = args[0] else { return self.err("read of a non-array") };
+                let LV::Array(ai) = args[0] else {
+                    return self.err("read of a non-array");
+                };
                 let (cs, _) = elem_of(aty(1));
                 Ok(vec![self.read(ai, cs, &args[1], res_uni)?])
             }
@@ -937,15 +1023,21 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 if res_uni {
                     Ok(vec![LV::U(args.iter().map(|a| lane_u(a, 0)).collect())])
                 } else {
-                    Ok(vec![LV::V(args.iter().map(|a| self.to_var(s, a).remove(0)).collect())])
+                    Ok(vec![LV::V(
+                        args.iter().map(|a| self.varying(s, a).remove(0)).collect(),
+                    )])
                 }
             }
             O::Extract | O::Swizzle => {
-                let Imm::Lanes(ls) = &d.imm else { return self.err("lanes missing") };
+                let Imm::Lanes(ls) = &d.imm else {
+                    return self.err("lanes missing");
+                };
                 Ok(vec![pick(&args[0], ls)])
             }
             O::Insert => {
-                let Imm::Lanes(ls) = &d.imm else { return self.err("lanes missing") };
+                let Imm::Lanes(ls) = &d.imm else {
+                    return self.err("lanes missing");
+                };
                 let (s, _) = elem_of(aty(0));
                 if res_uni {
                     let (LV::U(mut t), LV::U(v)) = (args[0].clone(), args[1].clone()) else {
@@ -956,8 +1048,8 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                     }
                     Ok(vec![LV::U(t)])
                 } else {
-                    let mut t = self.to_var(s, &args[0]);
-                    let v = self.to_var(s, &args[1]);
+                    let mut t = self.varying(s, &args[0]);
+                    let v = self.varying(s, &args[1]);
                     for (k, &l) in ls.iter().enumerate() {
                         t[l as usize] = v[k].clone();
                     }
@@ -984,10 +1076,22 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                     a.clone()
                 };
                 let u = res_uni;
-                let mut mul = |me: &mut Self, x: &LvLane, y: &LvLane| me.lanewise(O::Mul, s, s, &[x.clone(), y.clone()], u);
+                let mut mul = |me: &mut Self, x: &LvLane, y: &LvLane| {
+                    me.lanewise(O::Mul, s, s, &[x.clone(), y.clone()], u)
+                };
                 let out: Vec<LvLane> = match d.opcode {
                     O::Cross => {
-                        let m = |me: &mut Self, i: usize, j: usize, mul: &mut dyn FnMut(&mut Self, &LvLane, &LvLane) -> Result<LvLane, LowerError>| mul(me, &a[i], &bv[j]);
+                        let m = |me: &mut Self,
+                                 i: usize,
+                                 j: usize,
+                                 mul: &mut dyn FnMut(
+                            &mut Self,
+                            &LvLane,
+                            &LvLane,
+                        )
+                            -> Result<LvLane, LowerError>| {
+                            mul(me, &a[i], &bv[j])
+                        };
                         let mut r = Vec::new();
                         for (i, j) in [(1, 2), (2, 0), (0, 1)] {
                             let x = m(self, i, j, &mut mul)?;
@@ -1009,7 +1113,13 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                                 let len = self.lanewise(O::Sqrt, s, s, &[acc], u)?;
                                 let mut r = Vec::new();
                                 for x in &a {
-                                    r.push(self.lanewise(O::Div, s, s, &[x.clone(), len.clone()], u)?);
+                                    r.push(self.lanewise(
+                                        O::Div,
+                                        s,
+                                        s,
+                                        &[x.clone(), len.clone()],
+                                        u,
+                                    )?);
                                 }
                                 r
                             }
@@ -1021,8 +1131,12 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             O::If => self.lower_if(f, op, &args, mask),
             O::For | O::While | O::DoUntil => self.lower_loop(f, op, &args, mask),
             O::Call => {
-                let Imm::Callee(name) = &d.imm else { return self.err("call without callee") };
-                let Some(callee) = self.m.get(name) else { return self.err(format!("unknown callee @{name}")) };
+                let Imm::Callee(name) = &d.imm else {
+                    return self.err("call without callee");
+                };
+                let Some(callee) = self.m.get(name) else {
+                    return self.err(format!("unknown callee @{name}"));
+                };
                 let arg_uni: Vec<bool> = args.iter().map(|a| !matches!(a, LV::V(_))).collect();
                 let uni = uniform_values_with(self.m, callee, &arg_uni);
                 let mut cf = Frame {
@@ -1038,7 +1152,11 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             O::Yield | O::Return => Ok(Vec::new()),
             _ => {
                 // Element-wise ops on scalars and tuples.
-                let t_in = aty(d.args.len().saturating_sub(1).min(if d.opcode == O::Select { 1 } else { 0 }));
+                let t_in = aty(d
+                    .args
+                    .len()
+                    .saturating_sub(1)
+                    .min(if d.opcode == O::Select { 1 } else { 0 }));
                 let (s, n) = elem_of(t_in);
                 let (to, _) = elem_of(res_ty.expect("typed"));
                 let mut out = Vec::with_capacity(n);
@@ -1092,15 +1210,25 @@ fn lane_lv(l: LvLane) -> LV {
 
 fn collect_lanes(lanes: Vec<LvLane>, uniform: bool) -> LV {
     if uniform {
-        LV::U(lanes.into_iter().map(|l| match l {
-            LvLane::U(x) => x,
-            LvLane::V(v) => v[0],
-        }).collect())
+        LV::U(
+            lanes
+                .into_iter()
+                .map(|l| match l {
+                    LvLane::U(x) => x,
+                    LvLane::V(v) => v[0],
+                })
+                .collect(),
+        )
     } else {
-        LV::V(lanes.into_iter().map(|l| match l {
-            LvLane::V(v) => v,
-            LvLane::U(x) => vec![x],
-        }).collect())
+        LV::V(
+            lanes
+                .into_iter()
+                .map(|l| match l {
+                    LvLane::V(v) => v,
+                    LvLane::U(x) => vec![x],
+                })
+                .collect(),
+        )
     }
 }
 
@@ -1155,7 +1283,9 @@ impl Lowerer<'_, '_> {
                 let iota = self.iota32();
                 return LV::V(vec![vec![self.b.ins().iadd(v, iota)]]);
             }
-            let xs: Vec<CV> = (0..BLOCK).map(|j| self.b.ins().iadd_imm_s(self.base, j as i64)).collect();
+            let xs: Vec<CV> = (0..BLOCK)
+                .map(|j| self.b.ins().iadd_imm_s(self.base, j as i64))
+                .collect();
             return LV::V(vec![self.build(s, &xs)]);
         }
         let lw = self.launch_word;
@@ -1172,7 +1302,11 @@ impl Lowerer<'_, '_> {
             for k in (0..rank).rev() {
                 let c = self.b.ins().urem(e, dims[k]);
                 e = self.b.ins().udiv(e, dims[k]);
-                let c = if s == ScalarType::I32 { self.b.ins().ireduce(T::I32, c) } else { c };
+                let c = if s == ScalarType::I32 {
+                    self.b.ins().ireduce(T::I32, c)
+                } else {
+                    c
+                };
                 per_axis[k].push(c);
             }
         }
@@ -1205,7 +1339,10 @@ impl Lowerer<'_, '_> {
                     self.b.ins().select(neg, up, r)
                 }
                 Boundary::Constant(_) => {
-                    let ge0 = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
+                    let ge0 = self
+                        .b
+                        .ins()
+                        .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
                     let ltn = self.b.ins().icmp(IntCC::SignedLessThan, c, n);
                     let inb = self.b.ins().band(ge0, ltn);
                     inb_all = self.b.ins().band(inb_all, inb);
@@ -1225,7 +1362,13 @@ impl Lowerer<'_, '_> {
         let mut out = Vec::new();
         for (l, &plane) in planes.iter().enumerate() {
             let addr = self.b.ins().iadd(plane, off);
-            let raw_ty = if is64(s) { sty(s) } else if s.is_float() { T::F32 } else { T::I32 };
+            let raw_ty = if is64(s) {
+                sty(s)
+            } else if s.is_float() {
+                T::F32
+            } else {
+                T::I32
+            };
             let mut v = self.b.ins().load(raw_ty, mem(), addr, 0);
             if s == ScalarType::Bool {
                 v = self.b.ins().icmp_imm_s(IntCC::NotEqual, v, 0);
@@ -1247,10 +1390,22 @@ impl Lowerer<'_, '_> {
         out
     }
 
-    fn read(&mut self, ai: usize, cs: ScalarType, coords: &LV, uniform: bool) -> Result<LV, LowerError> {
+    fn read(
+        &mut self,
+        ai: usize,
+        cs: ScalarType,
+        coords: &LV,
+        uniform: bool,
+    ) -> Result<LV, LowerError> {
         let s = self.arrays[ai].elem;
         let n = self.arrays[ai].planes.len();
-        let to64 = |me: &mut Self, x: CV| if cs == ScalarType::I64 { x } else { me.b.ins().sextend(T::I64, x) };
+        let to64 = |me: &mut Self, x: CV| {
+            if cs == ScalarType::I64 {
+                x
+            } else {
+                me.b.ins().sextend(T::I64, x)
+            }
+        };
         match coords {
             LV::U(cu) => {
                 let cu: Vec<CV> = cu.iter().map(|&x| to64(self, x)).collect();
@@ -1281,7 +1436,7 @@ impl Lowerer<'_, '_> {
         if uniform {
             Ok(lv)
         } else {
-            Ok(LV::V(self.to_var(s, &lv)))
+            Ok(LV::V(self.varying(s, &lv)))
         }
     }
 
@@ -1311,7 +1466,10 @@ impl Lowerer<'_, '_> {
     /// Per element: `a` where the i32x4 mask is set, else `b` (varying lanes of `s`).
     fn blend(&mut self, s: ScalarType, mask: CV, a: &[CV], b: &[CV]) -> Vec<CV> {
         let masks: Vec<CV> = if is64(s) {
-            vec![self.b.ins().swiden_low(mask), self.b.ins().swiden_high(mask)]
+            vec![
+                self.b.ins().swiden_low(mask),
+                self.b.ins().swiden_high(mask),
+            ]
         } else {
             vec![mask]
         };
@@ -1330,9 +1488,14 @@ impl Lowerer<'_, '_> {
 
     fn blend_lv(&mut self, ty: Type, mask: CV, a: &LV, b: &LV) -> LV {
         let (s, _) = elem_of(ty);
-        let av = self.to_var(s, a);
-        let bv = self.to_var(s, b);
-        LV::V(av.iter().zip(&bv).map(|(x, y)| self.blend(s, mask, x, y)).collect())
+        let av = self.varying(s, a);
+        let bv = self.varying(s, b);
+        LV::V(
+            av.iter()
+                .zip(&bv)
+                .map(|(x, y)| self.blend(s, mask, x, y))
+                .collect(),
+        )
     }
 
     /// Block parameter types for a value of `ty` in the given representation.
@@ -1376,7 +1539,12 @@ impl Lowerer<'_, '_> {
         (blk, lvs)
     }
 
-    fn jump_with(&mut self, blk: ir::Block, tys: &[(Type, bool)], vals: &[LV]) -> Result<(), LowerError> {
+    fn jump_with(
+        &mut self,
+        blk: ir::Block,
+        tys: &[(Type, bool)],
+        vals: &[LV],
+    ) -> Result<(), LowerError> {
         let mut args = Vec::new();
         for (&(t, u), v) in tys.iter().zip(vals) {
             let v = self.fix(t, u, v.clone())?;
@@ -1389,7 +1557,10 @@ impl Lowerer<'_, '_> {
     fn zeros(&mut self, tys: &[(Type, bool)]) -> Vec<LV> {
         tys.iter()
             .map(|&(t, u)| {
-                let vals: Vec<CV> = Self::param_types(t, u).into_iter().map(|pt| self.zero_of(pt)).collect();
+                let vals: Vec<CV> = Self::param_types(t, u)
+                    .into_iter()
+                    .map(|pt| self.zero_of(pt))
+                    .collect();
                 Self::unflatten(t, u, &vals)
             })
             .collect()
@@ -1397,10 +1568,19 @@ impl Lowerer<'_, '_> {
 
     fn result_reprs(f: &Frame, op: weft_ir::Op) -> Vec<(Type, bool)> {
         let d = f.p.op(op);
-        d.results.iter().map(|&v| (f.p.ty(v), f.uni[v.index()])).collect()
+        d.results
+            .iter()
+            .map(|&v| (f.p.ty(v), f.uni[v.index()]))
+            .collect()
     }
 
-    fn lower_if(&mut self, f: &mut Frame, op: weft_ir::Op, args: &[LV], mask: CV) -> Result<Vec<LV>, LowerError> {
+    fn lower_if(
+        &mut self,
+        f: &mut Frame,
+        op: weft_ir::Op,
+        args: &[LV],
+        mask: CV,
+    ) -> Result<Vec<LV>, LowerError> {
         let d = f.p.op(op);
         let reprs = Self::result_reprs(f, op);
         let (rt, re) = (d.regions[0], d.regions[1]);
@@ -1452,7 +1632,15 @@ impl Lowerer<'_, '_> {
     }
 
     /// Per-lane `i < hi` / `next > i` comparisons for a loop counter of integer type `s`.
-    fn counter_cmp(&mut self, s: ScalarType, cc_signed: IntCC, cc_unsigned: IntCC, a: &LvLane, b: &LvLane, uniform: bool) -> Result<LvLane, LowerError> {
+    fn counter_cmp(
+        &mut self,
+        s: ScalarType,
+        cc_signed: IntCC,
+        cc_unsigned: IntCC,
+        a: &LvLane,
+        b: &LvLane,
+        uniform: bool,
+    ) -> Result<LvLane, LowerError> {
         let op = match (cc_signed, cc_unsigned) {
             (IntCC::SignedLessThan, _) => Opcode::Lt,
             _ => Opcode::Gt,
@@ -1460,7 +1648,13 @@ impl Lowerer<'_, '_> {
         self.lanewise(op, s, ScalarType::Bool, &[a.clone(), b.clone()], uniform)
     }
 
-    fn lower_loop(&mut self, f: &mut Frame, op: weft_ir::Op, args: &[LV], mask: CV) -> Result<Vec<LV>, LowerError> {
+    fn lower_loop(
+        &mut self,
+        f: &mut Frame,
+        op: weft_ir::Op,
+        args: &[LV],
+        mask: CV,
+    ) -> Result<Vec<LV>, LowerError> {
         let p = f.p;
         let d = p.op(op);
         let reprs = Self::result_reprs(f, op);
@@ -1469,19 +1663,18 @@ impl Lowerer<'_, '_> {
             _ => (args, &[]),
         };
         // Is the loop's control uniform? (The analysis made every result varying if not.)
-        let body_r = match d.opcode {
-            Opcode::While => d.regions[1],
-            _ => d.regions[0],
-        };
         let control_uniform = match d.opcode {
             Opcode::For => ctl.iter().all(|c| matches!(c, LV::U(_))),
             _ => {
-                let cond_r = if d.opcode == Opcode::While { d.regions[0] } else { d.regions[1] };
+                let cond_r = if d.opcode == Opcode::While {
+                    d.regions[0]
+                } else {
+                    d.regions[1]
+                };
                 let y = p.region(cond_r).ops.last().map(|&o| p.op(o).args[0]);
                 y.is_some_and(|v| f.uni[v.index()])
             }
         };
-        let _ = body_r;
         if d.opcode == Opcode::For {
             return self.lower_for(f, op, ctl, inits, &reprs, mask, control_uniform);
         }
@@ -1501,23 +1694,40 @@ impl Lowerer<'_, '_> {
         self.jump_with(hdr, &hdr_tys, &init_vals)?;
         self.b.switch_to_block(hdr);
         let carried = hvals[..carried_tys.len()].to_vec();
-        let m = if control_uniform { mask } else { lane_u(&LV::V(match &hvals[carried_tys.len()] { LV::V(v) => v.clone(), _ => vec![] }), 0) };
-        let m = if control_uniform { m } else { match &hvals[carried_tys.len()] { LV::V(v) => v[0][0], _ => mask } };
+        // Divergent loops carry their active mask as the last header parameter.
+        let m = match (control_uniform, &hvals[carried_tys.len()..]) {
+            (false, [LV::V(v)]) => v[0][0],
+            _ => mask,
+        };
         if d.opcode == Opcode::While {
             let c = self.region(f, first, &carried, m)?;
             let body = self.b.create_block();
             if control_uniform {
-                let LV::U(cv) = &c[0] else { return self.err("internal: uniform while condition is varying") };
-                let exit_args: Vec<BlockArg> = carried.iter().flat_map(Self::flatten).map(BlockArg::Value).collect();
+                let LV::U(cv) = &c[0] else {
+                    return self.err("internal: uniform while condition is varying");
+                };
+                let exit_args: Vec<BlockArg> = carried
+                    .iter()
+                    .flat_map(Self::flatten)
+                    .map(BlockArg::Value)
+                    .collect();
                 self.b.ins().brif(cv[0], body, &[], exit, &exit_args);
                 self.b.switch_to_block(body);
                 let ys = self.region(f, second, &carried, m)?;
                 self.jump_with(hdr, &hdr_tys, &ys)?;
             } else {
-                let cm = match &c[0] { LV::V(v) => v[0][0], LV::U(u) => self.splat_lane(ScalarType::Bool, u[0])[0], _ => m };
+                let cm = match &c[0] {
+                    LV::V(v) => v[0][0],
+                    LV::U(u) => self.splat_lane(ScalarType::Bool, u[0])[0],
+                    _ => m,
+                };
                 let m2 = self.b.ins().band(m, cm);
                 let any = self.b.ins().vany_true(m2);
-                let exit_args: Vec<BlockArg> = carried.iter().flat_map(Self::flatten).map(BlockArg::Value).collect();
+                let exit_args: Vec<BlockArg> = carried
+                    .iter()
+                    .flat_map(Self::flatten)
+                    .map(BlockArg::Value)
+                    .collect();
                 self.b.ins().brif(any, body, &[], exit, &exit_args);
                 self.b.switch_to_block(body);
                 let ys = self.region(f, second, &carried, m2)?;
@@ -1540,17 +1750,31 @@ impl Lowerer<'_, '_> {
                 }
                 v
             };
-            let new: Vec<LV> = new.into_iter().zip(&carried_tys).map(|(v, &(t, u))| self.fix(t, u, v)).collect::<Result<_, _>>()?;
+            let new: Vec<LV> = new
+                .into_iter()
+                .zip(&carried_tys)
+                .map(|(v, &(t, u))| self.fix(t, u, v))
+                .collect::<Result<_, _>>()?;
             let c = self.region(f, second, &new, m)?;
-            let exit_args: Vec<BlockArg> = new.iter().flat_map(Self::flatten).map(BlockArg::Value).collect();
+            let exit_args: Vec<BlockArg> = new
+                .iter()
+                .flat_map(Self::flatten)
+                .map(BlockArg::Value)
+                .collect();
             if control_uniform {
-                let LV::U(cv) = &c[0] else { return self.err("internal: uniform until condition is varying") };
+                let LV::U(cv) = &c[0] else {
+                    return self.err("internal: uniform until condition is varying");
+                };
                 let again = self.b.create_block();
                 self.b.ins().brif(cv[0], exit, &exit_args, again, &[]);
                 self.b.switch_to_block(again);
                 self.jump_with(hdr, &hdr_tys, &new)?;
             } else {
-                let cm = match &c[0] { LV::V(v) => v[0][0], LV::U(u) => self.splat_lane(ScalarType::Bool, u[0])[0], _ => m };
+                let cm = match &c[0] {
+                    LV::V(v) => v[0][0],
+                    LV::U(u) => self.splat_lane(ScalarType::Bool, u[0])[0],
+                    _ => m,
+                };
                 let ncm = self.b.ins().bnot(cm);
                 let m2 = self.b.ins().band(m, ncm);
                 let any = self.b.ins().vany_true(m2);
@@ -1567,19 +1791,51 @@ impl Lowerer<'_, '_> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn lower_for(&mut self, f: &mut Frame, op: weft_ir::Op, ctl: &[LV], inits: &[LV], reprs: &[(Type, bool)], mask: CV, uniform: bool) -> Result<Vec<LV>, LowerError> {
+    fn lower_for(
+        &mut self,
+        f: &mut Frame,
+        op: weft_ir::Op,
+        ctl: &[LV],
+        inits: &[LV],
+        reprs: &[(Type, bool)],
+        mask: CV,
+        uniform: bool,
+    ) -> Result<Vec<LV>, LowerError> {
         let p = f.p;
         let d = p.op(op);
         let r = d.regions[0];
         let ity = p.ty(d.args[0]);
         let (s, _) = elem_of(ity);
-        let (lo, hi, step) = (lane_of(&ctl[0], 0), lane_of(&ctl[1], 0), lane_of(&ctl[2], 0));
+        let (lo, hi, step) = (
+            lane_of(&ctl[0], 0),
+            lane_of(&ctl[1], 0),
+            lane_of(&ctl[2], 0),
+        );
         let zero_c = Const::zero(ity);
         let zero = LvLane::U(self.constant(&zero_c)[0]);
         // Entry condition: step > 0 && lo < hi.
-        let pos = self.lanewise(Opcode::Gt, s, ScalarType::Bool, &[step.clone(), zero], uniform)?;
-        let lt = self.counter_cmp(s, IntCC::SignedLessThan, IntCC::UnsignedLessThan, &lo, &hi, uniform)?;
-        let go = self.lanewise(Opcode::And, ScalarType::Bool, ScalarType::Bool, &[pos.clone(), lt], uniform)?;
+        let pos = self.lanewise(
+            Opcode::Gt,
+            s,
+            ScalarType::Bool,
+            &[step.clone(), zero],
+            uniform,
+        )?;
+        let lt = self.counter_cmp(
+            s,
+            IntCC::SignedLessThan,
+            IntCC::UnsignedLessThan,
+            &lo,
+            &hi,
+            uniform,
+        )?;
+        let go = self.lanewise(
+            Opcode::And,
+            ScalarType::Bool,
+            ScalarType::Bool,
+            &[pos.clone(), lt],
+            uniform,
+        )?;
         let mut hdr_tys: Vec<(Type, bool)> = vec![(ity, uniform)];
         hdr_tys.extend_from_slice(reprs);
         let active = (Type::bool(), uniform);
@@ -1591,7 +1847,9 @@ impl Lowerer<'_, '_> {
         let go_lv = if uniform {
             collect_lanes(vec![go], true)
         } else {
-            let LvLane::V(g) = go else { return self.err("internal: for entry") };
+            let LvLane::V(g) = go else {
+                return self.err("internal: for entry");
+            };
             let g = self.b.ins().band(g[0], mask);
             LV::V(vec![vec![g]])
         };
@@ -1602,7 +1860,11 @@ impl Lowerer<'_, '_> {
         let carried = hv[1..1 + reprs.len()].to_vec();
         let act = hv[1 + reprs.len()].clone();
         let body = self.b.create_block();
-        let exit_args: Vec<BlockArg> = carried.iter().flat_map(Self::flatten).map(BlockArg::Value).collect();
+        let exit_args: Vec<BlockArg> = carried
+            .iter()
+            .flat_map(Self::flatten)
+            .map(BlockArg::Value)
+            .collect();
         let m = match &act {
             LV::U(a) => {
                 self.b.ins().brif(a[0], body, &[], exit, &exit_args);
@@ -1633,23 +1895,43 @@ impl Lowerer<'_, '_> {
         let next = self.lanewise(Opcode::Add, s, s, &[il.clone(), step], uniform)?;
         let (s_ok, next) = if s.bits() < 32 {
             // Narrow counters are computed in 32 bits: no wrap before `next < hi` fails.
-            let raw = match (&il, &next) {
-                _ => self.lanewise_raw_add(s, &il, &lane_of(&ctl[2], 0), uniform)?,
-            };
+            let raw = self.lanewise_raw_add(s, &il, &lane_of(&ctl[2], 0), uniform)?;
             (None, raw)
         } else {
-            let gt = self.counter_cmp(s, IntCC::SignedGreaterThan, IntCC::UnsignedGreaterThan, &next, &il, uniform)?;
+            let gt = self.counter_cmp(
+                s,
+                IntCC::SignedGreaterThan,
+                IntCC::UnsignedGreaterThan,
+                &next,
+                &il,
+                uniform,
+            )?;
             (Some(gt), next)
         };
-        let lt = self.counter_cmp(s, IntCC::SignedLessThan, IntCC::UnsignedLessThan, &next, &hi, uniform)?;
+        let lt = self.counter_cmp(
+            s,
+            IntCC::SignedLessThan,
+            IntCC::UnsignedLessThan,
+            &next,
+            &hi,
+            uniform,
+        )?;
         let mut cont = lt;
         if let Some(gt) = s_ok {
-            cont = self.lanewise(Opcode::And, ScalarType::Bool, ScalarType::Bool, &[cont, gt], uniform)?;
+            cont = self.lanewise(
+                Opcode::And,
+                ScalarType::Bool,
+                ScalarType::Bool,
+                &[cont, gt],
+                uniform,
+            )?;
         }
         let cont_lv = if uniform {
             collect_lanes(vec![cont], true)
         } else {
-            let LvLane::V(c) = cont else { return self.err("internal: for continue") };
+            let LvLane::V(c) = cont else {
+                return self.err("internal: for continue");
+            };
             let c = self.b.ins().band(c[0], m);
             LV::V(vec![vec![c]])
         };
@@ -1662,10 +1944,20 @@ impl Lowerer<'_, '_> {
     }
 
     /// `i + step` for a narrow (8/16-bit) counter without wrapping to the type's width.
-    fn lanewise_raw_add(&mut self, s: ScalarType, a: &LvLane, b: &LvLane, uniform: bool) -> Result<LvLane, LowerError> {
+    fn lanewise_raw_add(
+        &mut self,
+        s: ScalarType,
+        a: &LvLane,
+        b: &LvLane,
+        uniform: bool,
+    ) -> Result<LvLane, LowerError> {
         // Adding as i32 keeps the true sum (both operands are sign- or zero-extended);
         // comparing it with `hi` (same extension) then ends the loop correctly.
-        let wide = if s.is_signed_int() { ScalarType::I32 } else { ScalarType::U32 };
+        let wide = if s.is_signed_int() {
+            ScalarType::I32
+        } else {
+            ScalarType::U32
+        };
         self.lanewise(Opcode::Add, wide, wide, &[a.clone(), b.clone()], uniform)
     }
 }
