@@ -44,14 +44,23 @@ fn gcc(src: &str, out: &Path, extra: &[&str]) {
 fn run_secs(cmd: &mut Command) -> Option<f64> {
     let out = cmd.output().ok()?;
     if !out.status.success() {
-        eprintln!("  ({:?} failed: {})", cmd, String::from_utf8_lossy(&out.stderr).trim());
+        eprintln!(
+            "  ({:?} failed: {})",
+            cmd,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
         return None;
     }
-    String::from_utf8_lossy(&out.stdout).split_whitespace().next()?.parse().ok()
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 fn load(file: &str) -> weft_ir::Module {
-    let src = std::fs::read_to_string(root().join(file)).unwrap_or_else(|e| fail(format!("{file}: {e}")));
+    let src =
+        std::fs::read_to_string(root().join(file)).unwrap_or_else(|e| fail(format!("{file}: {e}")));
     weft_ir::parse_and_verify(&src).unwrap_or_else(|e| fail(format!("{file}: {e}")))
 }
 
@@ -74,13 +83,31 @@ fn main() {
     // ---- saxpy / STREAM triad: 3 x 64 MiB of f32.
     eprintln!("saxpy: 3 x 64 MiB f32 ...");
     let n = 64 << 20 >> 2;
-    let x = HostArray::from_f32(&(0..n).map(|i| (i % 1000) as f32 * 0.001).collect::<Vec<_>>());
+    let x = HostArray::from_f32(
+        &(0..n)
+            .map(|i| (i % 1000) as f32 * 0.001)
+            .collect::<Vec<_>>(),
+    );
     let y = HostArray::from_f32(&vec![1.0f32; n]);
     let m = load("examples/ir/saxpy.weft");
-    let ins = [Input::Uniform(Const::f32(2.0)), Input::Array(Arc::new(x)), Input::Array(Arc::new(y))];
-    let mut l = dev.launch(&m, "saxpy", &ins, None).unwrap_or_else(|e| fail(e.to_string()));
+    let ins = [
+        Input::Uniform(Const::f32(2.0)),
+        Input::Array(Arc::new(x)),
+        Input::Array(Arc::new(y)),
+    ];
+    let mut l = dev
+        .launch(&m, "saxpy", &ins, None)
+        .unwrap_or_else(|e| fail(e.to_string()));
     l.run();
-    let weft_t = median((0..10).map(|_| { let t = Instant::now(); l.run(); t.elapsed().as_secs_f64() }).collect());
+    let weft_t = median(
+        (0..10)
+            .map(|_| {
+                let t = Instant::now();
+                l.run();
+                t.elapsed().as_secs_f64()
+            })
+            .collect(),
+    );
     drop(l);
     let triad = tmp.join("triad");
     gcc("triad.c", &triad, &[]);
@@ -89,7 +116,11 @@ fn main() {
     rows.push(Row {
         workload: "saxpy f32, 3 × 64 MiB (GB/s, read + written)".into(),
         weft: format!("{:.1} GB/s ({:.2} ms)", gbs(weft_t), weft_t * 1e3),
-        baseline: format!("C triad gcc -O3 -march=native -fopenmp: {:.1} GB/s ({:.2} ms)", gbs(c_t), c_t * 1e3),
+        baseline: format!(
+            "C triad gcc -O3 -march=native -fopenmp: {:.1} GB/s ({:.2} ms)",
+            gbs(c_t),
+            c_t * 1e3
+        ),
         ratio: format!("{:.2}× of C's bandwidth", gbs(weft_t) / gbs(c_t)),
         target: "≥ 0.95×".into(),
     });
@@ -97,14 +128,20 @@ fn main() {
     // ---- MDH: first 4,096 atoms of mache.pqr x 16,384 grid points.
     let pqr = root().join("data/cache/mache.pqr");
     match std::fs::read_to_string(&pqr) {
-        Err(_) => notes.push("MDH skipped: run scripts/fetch_data.sh for data/cache/mache.pqr".to_string()),
+        Err(_) => notes
+            .push("MDH skipped: run scripts/fetch_data.sh for data/cache/mache.pqr".to_string()),
         Ok(text) => {
             eprintln!("MDH: 4,096 atoms x 16,384 points ...");
             let atoms: Vec<[f32; 4]> = text
                 .lines()
                 .filter(|l| l.starts_with("ATOM") || l.starts_with("HETATM"))
                 .filter_map(|l| {
-                    let f: Vec<f32> = l.split_whitespace().rev().take(5).filter_map(|x| x.parse().ok()).collect();
+                    let f: Vec<f32> = l
+                        .split_whitespace()
+                        .rev()
+                        .take(5)
+                        .filter_map(|x| x.parse().ok())
+                        .collect();
                     (f.len() == 5).then(|| [f[4], f[3], f[2], f[1]])
                 })
                 .take(4096)
@@ -112,7 +149,9 @@ fn main() {
             let na = atoms.len();
             let (nk, nj, ni) = (16usize, 32usize, 32usize);
             let sp = 1.5f32;
-            let c = atoms.iter().fold([0f32; 3], |a, p| [a[0] + p[0], a[1] + p[1], a[2] + p[2]]);
+            let c = atoms
+                .iter()
+                .fold([0f32; 3], |a, p| [a[0] + p[0], a[1] + p[1], a[2] + p[2]]);
             let o = [
                 c[0] / na as f32 - sp * ni as f32 / 2.0 + 0.0137,
                 c[1] / na as f32 - sp * nj as f32 / 2.0 + 0.0137,
@@ -127,18 +166,44 @@ fn main() {
             let m = load("examples/ir/mdh.weft");
             let t3 = Type::tuple(weft_ir::ScalarType::F32, 3).expect("tuple");
             let origin = Const::from_lanes(t3, &o.map(|x| x.to_bits() as u64));
-            let ins = [Input::Uniform(origin), Input::Uniform(Const::f32(sp)), Input::Array(Arc::new(arr))];
+            let ins = [
+                Input::Uniform(origin),
+                Input::Uniform(Const::f32(sp)),
+                Input::Array(Arc::new(arr)),
+            ];
             let shape = [nk, nj, ni];
-            let mut l = dev.launch(&m, "mdh", &ins, Some(&shape)).unwrap_or_else(|e| fail(e.to_string()));
+            let mut l = dev
+                .launch(&m, "mdh", &ins, Some(&shape))
+                .unwrap_or_else(|e| fail(e.to_string()));
             l.run();
-            let weft_t = median((0..5).map(|_| { let t = Instant::now(); l.run(); t.elapsed().as_secs_f64() }).collect());
+            let weft_t = median(
+                (0..5)
+                    .map(|_| {
+                        let t = Instant::now();
+                        l.run();
+                        t.elapsed().as_secs_f64()
+                    })
+                    .collect(),
+            );
             let pot = l.outputs()[0].to_f32();
             let bin = tmp.join("atoms.bin");
-            let bytes: Vec<u8> = atoms.iter().flatten().flat_map(|x| x.to_le_bytes()).collect();
+            let bytes: Vec<u8> = atoms
+                .iter()
+                .flatten()
+                .flat_map(|x| x.to_le_bytes())
+                .collect();
             std::fs::write(&bin, bytes).unwrap_or_else(|e| fail(e.to_string()));
             let args: Vec<String> = vec![
-                bin.display().to_string(), na.to_string(), nk.to_string(), nj.to_string(), ni.to_string(),
-                format!("{:?}", o[0]), format!("{:?}", o[1]), format!("{:?}", o[2]), format!("{sp:?}"), "5".into(),
+                bin.display().to_string(),
+                na.to_string(),
+                nk.to_string(),
+                nj.to_string(),
+                ni.to_string(),
+                format!("{:?}", o[0]),
+                format!("{:?}", o[1]),
+                format!("{:?}", o[2]),
+                format!("{sp:?}"),
+                "5".into(),
             ];
             let mdh_fast = tmp.join("mdh_fast");
             gcc("mdh.c", &mdh_fast, &["-ffast-math"]);
@@ -150,13 +215,25 @@ fn main() {
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                 .collect();
             let maxv = c_pot.iter().fold(0f32, |a, &v| a.max(v.abs()));
-            let maxd = pot.iter().zip(&c_pot).fold(0f32, |a, (&w, &c)| a.max((w - c).abs()));
-            notes.push(format!("MDH: weft vs C (fast-math) max |difference| = {:.1e} of max |V| = {maxv:.3}", maxd / maxv));
+            let maxd = pot
+                .iter()
+                .zip(&c_pot)
+                .fold(0f32, |a, (&w, &c)| a.max((w - c).abs()));
+            notes.push(format!(
+                "MDH: weft vs C (fast-math) max |difference| = {:.1e} of max |V| = {maxv:.3}",
+                maxd / maxv
+            ));
             let gflops = |t: f64| (na * nk * nj * ni) as f64 * 20.0 / t / 1e9;
             rows.push(Row {
-                workload: format!("MDH f32, {na} atoms × {} points (20 flop/pair)", nk * nj * ni),
+                workload: format!(
+                    "MDH f32, {na} atoms × {} points (20 flop/pair)",
+                    nk * nj * ni
+                ),
                 weft: format!("{:.1} ms ({:.1} GFLOP/s)", weft_t * 1e3, gflops(weft_t)),
-                baseline: format!("C gcc -O3 -march=native -ffast-math -fopenmp: {:.1} ms", c_t * 1e3),
+                baseline: format!(
+                    "C gcc -O3 -march=native -ffast-math -fopenmp: {:.1} ms",
+                    c_t * 1e3
+                ),
                 ratio: format!("{:.2}× C's time", weft_t / c_t),
                 target: "≤ 2.5×".into(),
             });
@@ -166,7 +243,10 @@ fn main() {
                 .output();
             match numba {
                 Ok(o) if o.status.success() => {
-                    let t: f64 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap_or(f64::NAN);
+                    let t: f64 = String::from_utf8_lossy(&o.stdout)
+                        .trim()
+                        .parse()
+                        .unwrap_or(f64::NAN);
                     rows.push(Row {
                         workload: "MDH (same)".into(),
                         weft: format!("{:.1} ms", weft_t * 1e3),
@@ -175,7 +255,10 @@ fn main() {
                         target: "≥ 1.5× faster".into(),
                     });
                 }
-                _ => notes.push("numba row skipped: `python3 -c 'import numba'` fails here (pip install numba)".into()),
+                _ => notes.push(
+                    "numba row skipped: `python3 -c 'import numba'` fails here (pip install numba)"
+                        .into(),
+                ),
             }
 
             // ---- Compile time of MDH and a cache hit.
@@ -183,7 +266,8 @@ fn main() {
             let comp: Vec<f64> = (0..21)
                 .map(|_| {
                     let t = Instant::now();
-                    let k = weft_backend_cranelift::compile(&m, "mdh").unwrap_or_else(|e| fail(e.to_string()));
+                    let k = weft_backend_cranelift::compile(&m, "mdh")
+                        .unwrap_or_else(|e| fail(e.to_string()));
                     let s = t.elapsed().as_secs_f64();
                     drop(k);
                     s
@@ -217,23 +301,35 @@ fn main() {
 
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_default();
     let mut md = String::new();
     md.push_str("# weft performance\n\n");
     md.push_str("Written by `cargo run --release -p weft-bench` (after `scripts/fetch_data.sh`); every row\n");
-    md.push_str("is measured side by side in one run on the same machine and inputs; times are medians.\n");
+    md.push_str(
+        "is measured side by side in one run on the same machine and inputs; times are medians.\n",
+    );
     md.push_str(&format!("Machine: {cpu}, {threads} threads (weft's rayon pool and OpenMP both use all of them).\n\n"));
-    md.push_str("| workload | weft (cranelift, CPU) | baseline | ratio | target |\n|---|---|---|---|---|\n");
+    md.push_str(
+        "| workload | weft (cranelift, CPU) | baseline | ratio | target |\n|---|---|---|---|---|\n",
+    );
     for r in &rows {
-        md.push_str(&format!("| {} | {} | {} | {} | {} |\n", r.workload, r.weft, r.baseline, r.ratio, r.target));
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            r.workload, r.weft, r.baseline, r.ratio, r.target
+        ));
     }
     md.push('\n');
     for n in &notes {
         md.push_str(&format!("- {n}\n"));
     }
     print!("{md}");
-    let extra = std::fs::read_to_string(root().join("docs/performance-notes.md")).unwrap_or_default();
+    let extra =
+        std::fs::read_to_string(root().join("docs/performance-notes.md")).unwrap_or_default();
     if !extra.is_empty() {
         md.push('\n');
         md.push_str(&extra);

@@ -171,11 +171,14 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
             program,
         } => {
             if target != "clif" {
-                return Err(format!("error: --target {target}: unknown target (available: clif)").into());
+                return Err(
+                    format!("error: --target {target}: unknown target (available: clif)").into(),
+                );
             }
             let m = load(&file)?;
             let p = choose_program(&m, program.as_deref(), &file)?;
-            let k = weft_backend_cranelift::compile(&m, &p.name).map_err(|e| format!("error: {e}"))?;
+            let k =
+                weft_backend_cranelift::compile(&m, &p.name).map_err(|e| format!("error: {e}"))?;
             let _ = write!(out, "{}", k.clif);
             Ok(())
         }

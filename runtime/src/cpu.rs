@@ -58,7 +58,10 @@ impl Plane {
 
     /// Lane `lane` of every element of `a`, padded to `len` elements.
     fn from_array(a: &HostArray, lane: usize, len: usize) -> Plane {
-        let (s, n) = a.elem.lanes().map_or((ScalarType::F32, 1), |(s, n)| (s, n as usize));
+        let (s, n) = a
+            .elem
+            .lanes()
+            .map_or((ScalarType::F32, 1), |(s, n)| (s, n as usize));
         let b = storage_bytes(s);
         let mut p = Plane::new(s, len);
         for e in 0..a.len() {
@@ -94,7 +97,12 @@ impl CpuDevice {
     /// The compiled kernel for program `name` of `m`, from the cache or freshly compiled.
     pub fn kernel(&self, m: &Module, name: &str) -> Result<Arc<Kernel>, RuntimeError> {
         let key = (weft_ir::launch::fingerprint(m), name.to_string());
-        if let Some(k) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        if let Some(k) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
             return Ok(k.clone());
         }
         let k = Arc::new(compile(m, name)?);
@@ -148,7 +156,11 @@ impl CpuDevice {
             let w = layout.params[i];
             match (par.kind, inp) {
                 (ParamKind::Varying, Input::Array(a)) | (ParamKind::Array, Input::Array(a)) => {
-                    let len = if par.kind == ParamKind::Varying { padded } else { a.len() };
+                    let len = if par.kind == ParamKind::Varying {
+                        padded
+                    } else {
+                        a.len()
+                    };
                     for l in 0..lanes(a.elem) {
                         let mut pl = Plane::from_array(a, l, len);
                         ctx[w + l] = pl.ptr();
@@ -246,7 +258,9 @@ impl Launch {
             .iter()
             .zip(&self.outs)
             .map(|(&ty, planes)| {
-                let (s, nl) = ty.lanes().map_or((ScalarType::F32, 1), |(s, x)| (s, x as usize));
+                let (s, nl) = ty
+                    .lanes()
+                    .map_or((ScalarType::F32, 1), |(s, x)| (s, x as usize));
                 let mut data = vec![0u64; n * nl];
                 for e in 0..n {
                     for (l, pl) in planes.iter().enumerate() {

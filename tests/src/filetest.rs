@@ -178,7 +178,8 @@ fn interpret(name: &str, src: &str, bless: bool, out: &mut Outcome) {
             }
             Ok(r) => {
                 for f in &r.backend_failures {
-                    out.failures.push(format!("{here}: {}: expected {}, {f}", r.call, r.expected));
+                    out.failures
+                        .push(format!("{here}: {}: expected {}, {f}", r.call, r.expected));
                 }
                 if r.ok {
                     out.passed += 1;
@@ -439,7 +440,9 @@ fn run_line(m: &Module, spec: &str) -> Result<RunResult, String> {
     let call_end = c.peek().start;
     let call = spec[..call_end].trim_end().to_string();
     let rest = spec[c.peek().start..].trim();
-    let fails = rest.strip_prefix("fails").map(|m| m.trim().trim_matches('"').to_string());
+    let fails = rest
+        .strip_prefix("fails")
+        .map(|m| m.trim().trim_matches('"').to_string());
     let run = |backend: Backend| -> Result<Got, String> {
         backend.run(m, pname, &elems, &apply, is_apply, launch.as_deref(), fuel)
     };
@@ -527,7 +530,9 @@ impl Got {
     fn matches(&self, k: usize, ty: Type, shape: Option<&[usize]>, lanes: &[u64]) -> bool {
         match self {
             Got::Element(v) => shape.is_none() && same_bits(ty, v[k].lane_bits(), lanes),
-            Got::Arrays(a) => shape == Some(a[k].shape.as_slice()) && same_bits(ty, &a[k].data, lanes),
+            Got::Arrays(a) => {
+                shape == Some(a[k].shape.as_slice()) && same_bits(ty, &a[k].data, lanes)
+            }
         }
     }
 
@@ -589,7 +594,9 @@ impl Backend {
         fuel: Option<u64>,
     ) -> Result<Got, String> {
         if is_apply && apply.iter().any(Option::is_none) {
-            return Err("when applying over arrays, every varying input must be an array literal".into());
+            return Err(
+                "when applying over arrays, every varying input must be an array literal".into(),
+            );
         }
         match self {
             Backend::Interp => {
@@ -599,7 +606,10 @@ impl Backend {
                 }
                 if is_apply {
                     let ins: Vec<Input> = apply.iter().flatten().cloned().collect();
-                    interp.apply(pname, &ins, launch).map(Got::Arrays).map_err(|e| e.to_string())
+                    interp
+                        .apply(pname, &ins, launch)
+                        .map(Got::Arrays)
+                        .map_err(|e| e.to_string())
                 } else {
                     interp
                         .run_element(pname, elems, &[0], &[1])
@@ -610,7 +620,10 @@ impl Backend {
             Backend::Cranelift => {
                 if is_apply {
                     let ins: Vec<Input> = apply.iter().flatten().cloned().collect();
-                    return cpu().apply(m, pname, &ins, launch).map(Got::Arrays).map_err(|e| e.to_string());
+                    return cpu()
+                        .apply(m, pname, &ins, launch)
+                        .map(Got::Arrays)
+                        .map_err(|e| e.to_string());
                 }
                 // One element: a launch of shape [1].
                 let ins: Vec<Input> = elems
@@ -626,7 +639,10 @@ impl Backend {
                         (Arg::Array(a), None) => Input::Array(a.clone()),
                     })
                     .collect();
-                let has_varying = elems.iter().zip(apply).any(|(e, a)| matches!((e, a), (Arg::Value(_), None)));
+                let has_varying = elems
+                    .iter()
+                    .zip(apply)
+                    .any(|(e, a)| matches!((e, a), (Arg::Value(_), None)));
                 let shape: Option<&[usize]> = if has_varying { None } else { Some(&[1]) };
                 cpu()
                     .apply(m, pname, &ins, shape)

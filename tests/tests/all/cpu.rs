@@ -42,7 +42,9 @@ fn compiled_matches_interpreter_for_any_length() {
     // 0, 1, a partial block, whole blocks, and a launch large enough for the thread pool.
     for len in [0usize, 1, 3, 4, 5, 63, 1000, 50_001] {
         let ins = inputs(len);
-        let want = Interpreter::new(&m).apply("poly", &ins, None).expect("interp");
+        let want = Interpreter::new(&m)
+            .apply("poly", &ins, None)
+            .expect("interp");
         let got = dev.apply(&m, "poly", &ins, None).expect("cranelift");
         assert_eq!(got, want, "length {len}");
     }
@@ -59,7 +61,9 @@ fn launch_errors_match_the_interpreter() {
         shape: vec![5],
         data: vec![0; 5],
     }));
-    let e = CpuDevice::new().apply(&m, "poly", &ins, None).expect_err("shape mismatch");
+    let e = CpuDevice::new()
+        .apply(&m, "poly", &ins, None)
+        .expect_err("shape mismatch");
     assert!(e.to_string().contains("input `n`"), "{e}");
 }
 
