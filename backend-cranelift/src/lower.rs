@@ -27,7 +27,10 @@ enum LV {
 
 struct ArrayInfo {
     planes: Vec<CV>,
+    /// Extents (i64), as given.
     dims: Vec<CV>,
+    /// max(extent, 1) and that minus one, computed once in the entry block.
+    safe: Vec<(CV, CV)>,
     elem: ScalarType,
     boundary: Boundary,
 }
@@ -828,9 +831,18 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                     let (s, n) = elem_of(e);
                     let planes: Vec<CV> = (0..n).map(|k| l.word(w + k)).collect();
                     let dims: Vec<CV> = (0..d as usize).map(|k| l.word(w + n + k)).collect();
+                    let safe = dims
+                        .iter()
+                        .map(|&x| {
+                            let one = l.iconst(T::I64, 1);
+                            let n_safe = l.b.ins().umax(x, one);
+                            (n_safe, l.b.ins().iadd_imm_s(n_safe, -1))
+                        })
+                        .collect();
                     l.arrays.push(ArrayInfo {
                         planes,
                         dims,
+                        safe,
                         elem: s,
                         boundary,
                     });
@@ -1316,19 +1328,22 @@ impl Lowerer<'_, '_> {
     /// One gather: coordinates (i64 scalars, one per axis) to the element's lanes, with the
     /// array's boundary mode applied.
     fn gather_one(&mut self, ai: usize, coords: &[CV]) -> Vec<CV> {
-        let (dims, planes, s, boundary) = {
+        let (dims, safe, planes, s, boundary) = {
             let a = &self.arrays[ai];
-            (a.dims.clone(), a.planes.clone(), a.elem, a.boundary)
+            (
+                a.dims.clone(),
+                a.safe.clone(),
+                a.planes.clone(),
+                a.elem,
+                a.boundary,
+            )
         };
         let mut lin = self.iconst(T::I64, 0);
         let mut inb_all = self.iconst(T::I8, 1);
-        for (k, (&c, &n)) in coords.iter().zip(&dims).enumerate() {
-            let one = self.iconst(T::I64, 1);
-            let n_safe = self.b.ins().umax(n, one);
+        for (k, ((&c, &n), &(n_safe, hi))) in coords.iter().zip(&dims).zip(&safe).enumerate() {
             let c = match boundary {
                 Boundary::Clamp => {
                     let zero = self.iconst(T::I64, 0);
-                    let hi = self.b.ins().iadd_imm_s(n_safe, -1);
                     let c = self.b.ins().smin(c, hi);
                     self.b.ins().smax(c, zero)
                 }
