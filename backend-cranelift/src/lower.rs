@@ -60,6 +60,8 @@ pub(crate) struct Lowerer<'a, 'b> {
     arrays: Vec<ArrayInfo>,
     program: String,
     launch_word: usize,
+    /// The i32x4 vector [0, 1, 2, 3], built once in the entry block.
+    iota: Option<CV>,
 }
 
 fn is64(s: ScalarType) -> bool {
@@ -801,6 +803,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             arrays: Vec::new(),
             program: p.name.clone(),
             launch_word: layout.launch,
+            iota: None,
         };
         // Uniform parameters and array descriptors are loaded once, in the entry block.
         let uni_params: Vec<bool> = p
@@ -851,30 +854,56 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 ParamKind::Varying => {}
             }
         }
+        // Loop-invariant setup: plane pointers and the lane numbers 0..4.
+        let in_planes: Vec<Vec<CV>> = p
+            .params
+            .iter()
+            .enumerate()
+            .map(|(i, par)| match par.kind {
+                ParamKind::Varying => {
+                    let n = elem_of(p.ty(par.value)).1;
+                    (0..n).map(|k| l.word(layout.params[i] + k)).collect()
+                }
+                _ => Vec::new(),
+            })
+            .collect();
+        let out_planes: Vec<Vec<CV>> = p
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(k, o)| {
+                (0..elem_of(o.ty).1)
+                    .map(|lane| l.word(layout.outputs[k] + lane))
+                    .collect()
+            })
+            .collect();
+        let iota = l.iota32();
+        l.iota = Some(iota);
         l.b.ins().jump(header, &[BlockArg::Value(begin)]);
         // Block loop: for base in (begin..end).step_by(4).
         l.b.switch_to_block(header);
         let more = l.b.ins().icmp(IntCC::SignedLessThan, base, end);
         l.b.ins().brif(more, body, &[], exit, &[]);
         l.b.switch_to_block(body);
-        // The tail mask: lanes base+j < end.
-        let left = l.b.ins().isub(end, base);
-        let four = l.iconst(T::I64, BLOCK as i64);
-        let left = l.b.ins().smin(left, four);
-        let left = l.b.ins().ireduce(T::I32, left);
-        let left = l.b.ins().splat(T::I32X4, left);
-        let iota = l.iota32();
-        let mask = l.b.ins().icmp(IntCC::SignedLessThan, iota, left);
+        // The tail mask (lanes base+j < end) matters only to control flow.
+        let mask = if has_control_flow(m, p) {
+            let left = l.b.ins().isub(end, base);
+            let four = l.iconst(T::I64, BLOCK as i64);
+            let left = l.b.ins().smin(left, four);
+            let left = l.b.ins().ireduce(T::I32, left);
+            let left = l.b.ins().splat(T::I32X4, left);
+            l.b.ins().icmp(IntCC::SignedLessThan, iota, left)
+        } else {
+            iota
+        };
         for (i, par) in p.params.iter().enumerate() {
             if par.kind == ParamKind::Varying {
                 let t = p.ty(par.value);
-                let (s, n) = elem_of(t);
-                let w = layout.params[i];
-                let mut lanes_v = Vec::new();
-                for k in 0..n {
-                    let plane = l.word(w + k);
-                    lanes_v.push(l.load_block(s, plane));
-                }
+                let (s, _) = elem_of(t);
+                let lanes_v = in_planes[i]
+                    .iter()
+                    .map(|&plane| l.load_block(s, plane))
+                    .collect();
                 frame.vals[par.value.index()] = Some(LV::V(lanes_v));
             }
         }
@@ -883,7 +912,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             let (s, n) = elem_of(o.ty);
             let vals = l.varying(s, &lv);
             for (lane, v) in vals.iter().enumerate().take(n) {
-                let plane = l.word(layout.outputs[k] + lane);
+                let plane = out_planes[k][lane];
                 l.store_block(s, plane, v);
             }
         }
@@ -896,6 +925,9 @@ impl<'a, 'b> Lowerer<'a, 'b> {
     }
 
     fn iota32(&mut self) -> CV {
+        if let Some(v) = self.iota {
+            return v;
+        }
         let mut v = self.iconst(T::I32, 0);
         v = self.b.ins().splat(T::I32X4, v);
         for j in 1..4 {
@@ -1975,4 +2007,20 @@ impl Lowerer<'_, '_> {
         };
         self.lanewise(Opcode::Add, wide, wide, &[a.clone(), b.clone()], uniform)
     }
+}
+
+/// True if `p` or a program it calls has an `if` or a loop (only then does the tail mask
+/// matter).
+fn has_control_flow(m: &Module, p: &Program) -> bool {
+    let mut found = false;
+    p.walk(&mut |op| {
+        let d = p.op(op);
+        found |= d.opcode.has_regions();
+        if let Imm::Callee(n) = &d.imm {
+            found |= m
+                .get(n)
+                .is_some_and(|c| !std::ptr::eq(c, p) && has_control_flow(m, c));
+        }
+    });
+    found
 }
