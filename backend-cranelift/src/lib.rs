@@ -17,7 +17,7 @@ use cranelift_module::{default_libcall_names, FuncId, Linkage, Module as _};
 use half::f16;
 use weft_ir::interp::scalar;
 use weft_ir::konst::f16_from_f64;
-use weft_ir::{Module, Opcode, ScalarType, OP_TABLE};
+use weft_ir::{Module, Opcode, ScalarType};
 
 /// The backend's name as used by `weft run --backend`.
 pub const NAME: &str = "cranelift";
@@ -88,7 +88,6 @@ pub(crate) struct Libs {
     pub round_f16: FuncRef,
     pub f16_to_bits: FuncRef,
     pub f16_from_bits: FuncRef,
-    pub float_op: FuncRef,
 }
 
 extern "C" fn weft_fmod32(a: f32, b: f32) -> f32 {
@@ -111,14 +110,6 @@ extern "C" fn weft_f16_to_bits(x: f32) -> i32 {
 extern "C" fn weft_f16_from_bits(x: i32) -> f32 {
     f16::from_bits(x as u16).to_f32()
 }
-extern "C" fn weft_float_op(op: i32, s: i32, a: u64, b: u64, c: u64) -> u64 {
-    let op = OP_TABLE.get(op as usize).map_or(Opcode::Add, |i| i.opcode);
-    let s = ScalarType::ALL
-        .get(s as usize)
-        .copied()
-        .unwrap_or(ScalarType::F32);
-    scalar::float_op(op, s, a, b, c)
-}
 
 fn isa() -> Result<std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa>, CompileError> {
     let mut flags = settings::builder();
@@ -139,19 +130,29 @@ fn isa() -> Result<std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa>, Compil
 
 /// Compiles program `name` of the verified module `m` to host code.
 pub fn compile(m: &Module, name: &str) -> Result<Kernel, CompileError> {
+    // Math functions become basic ops first (the interpreter runs the same expansion), so
+    // compiled code computes the interpreter's bits, in SIMD.
+    let expanded;
+    let m = if weft_ir::passes::math::has_math(m) {
+        let mut c = m.clone();
+        weft_ir::passes::expand_math(&mut c);
+        expanded = c;
+        &expanded
+    } else {
+        m
+    };
     let p = m
         .get(name)
         .ok_or_else(|| CompileError::UnknownProgram(name.to_string()))?;
     let isa = isa()?;
     let mut jb = JITBuilder::with_isa(isa.clone(), default_libcall_names());
-    let syms: [(&str, *const u8); 7] = [
+    let syms: [(&str, *const u8); 6] = [
         ("weft_fmod32", weft_fmod32 as *const u8),
         ("weft_fmod64", weft_fmod64 as *const u8),
         ("weft_fma_f16", weft_fma_f16 as *const u8),
         ("weft_round_f16", weft_round_f16 as *const u8),
         ("weft_f16_to_bits", weft_f16_to_bits as *const u8),
         ("weft_f16_from_bits", weft_f16_from_bits as *const u8),
-        ("weft_float_op", weft_float_op as *const u8),
     ];
     for (n, ptr) in syms {
         jb.symbol(n, ptr);
@@ -175,12 +176,6 @@ pub fn compile(m: &Module, name: &str) -> Result<Kernel, CompileError> {
         declare(&mut jit, "weft_round_f16", &[T::F64], T::F32)?,
         declare(&mut jit, "weft_f16_to_bits", &[T::F32], T::I32)?,
         declare(&mut jit, "weft_f16_from_bits", &[T::I32], T::F32)?,
-        declare(
-            &mut jit,
-            "weft_float_op",
-            &[T::I32, T::I32, T::I64, T::I64, T::I64],
-            T::I64,
-        )?,
     ];
     let mut sig = jit.make_signature();
     sig.params.push(AbiParam::new(T::I64));
@@ -207,7 +202,6 @@ pub fn compile(m: &Module, name: &str) -> Result<Kernel, CompileError> {
             round_f16: refs[3],
             f16_to_bits: refs[4],
             f16_from_bits: refs[5],
-            float_op: refs[6],
         };
         lower::Lowerer::lower_kernel(m, p, &mut b, &libs, &layout)?;
         b.finalize(isa.frontend_config());

@@ -354,8 +354,10 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 | O::Pow
                 | O::Atan2
                 | O::Rsqrt => {
-                    // The interpreter's lane semantics, through one helper per call.
-                    return Ok(self.float_op_call(op, s, a));
+                    return self.err(format!(
+                        "`{}` reached lowering: math functions are expanded first",
+                        op.mnemonic()
+                    ))
                 }
                 _ => return self.err(format!("`{}` on {s} is not lowered", op.mnemonic())),
             };
@@ -460,39 +462,6 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             _ => return self.err(format!("`{}` on {s} is not lowered", op.mnemonic())),
         };
         Ok(self.canon(s, r))
-    }
-
-    fn float_op_call(&mut self, op: Opcode, s: ScalarType, a: &[CV]) -> CV {
-        let f = self.libs.float_op;
-        let ty = sty(s);
-        let bits: Vec<CV> = (0..3)
-            .map(|i| match a.get(i) {
-                Some(&x) if ty == T::F64 => self.b.ins().bitcast(T::I64, MemFlagsData::new(), x),
-                Some(&x) => {
-                    let x = if s == ScalarType::F16 {
-                        self.f16_to_bits(x)
-                    } else {
-                        self.b.ins().bitcast(T::I32, MemFlagsData::new(), x)
-                    };
-                    self.b.ins().uextend(T::I64, x)
-                }
-                None => self.iconst(T::I64, 0),
-            })
-            .collect();
-        let opc = self.iconst(T::I32, op as i64);
-        let sc = self.iconst(T::I32, s as i64);
-        let r = self.call(f, &[opc, sc, bits[0], bits[1], bits[2]]);
-        match s {
-            ScalarType::F64 => self.b.ins().bitcast(T::F64, MemFlagsData::new(), r),
-            ScalarType::F16 => {
-                let r = self.b.ins().ireduce(T::I32, r);
-                self.f16_from_bits(r)
-            }
-            _ => {
-                let r = self.b.ins().ireduce(T::I32, r);
-                self.b.ins().bitcast(T::F32, MemFlagsData::new(), r)
-            }
-        }
     }
 
     fn f16_to_bits(&mut self, x: CV) -> CV {

@@ -40,6 +40,7 @@ pub fn f16_from_f64(x: f64) -> f16 {
 }
 
 /// Masks `bits` to the width of `s` (the canonical lane representation).
+#[inline(always)]
 pub fn canon(s: ScalarType, bits: u64) -> u64 {
     match s.bits() {
         64 => bits,
@@ -49,6 +50,7 @@ pub fn canon(s: ScalarType, bits: u64) -> u64 {
 }
 
 /// Sign-extends a canonical lane of a signed type to i64 (zero-extends unsigned ones).
+#[inline(always)]
 pub fn lane_i64(s: ScalarType, bits: u64) -> i64 {
     match s {
         ScalarType::I8 => bits as u8 as i8 as i64,
@@ -59,6 +61,7 @@ pub fn lane_i64(s: ScalarType, bits: u64) -> i64 {
 }
 
 /// The value of a float lane as f64 (exact for every float type).
+#[inline(always)]
 pub fn lane_f64(s: ScalarType, bits: u64) -> f64 {
     match s {
         ScalarType::F16 => f16::from_bits(bits as u16).to_f64(),

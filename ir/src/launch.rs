@@ -20,82 +20,79 @@ pub fn plan_launch(
             got: inputs.len(),
         });
     }
-        let mut launch: Option<Vec<usize>> = shape.map(<[usize]>::to_vec);
-        let mut launch_from: Option<String> = shape.map(|_| "the explicit shape".to_string());
-        for (i, (par, inp)) in p.params.iter().zip(inputs).enumerate() {
-            let ty = p.ty(par.value);
-            let name = p.param_name(i).to_string();
-            let bad = |m: String| RunError::BadInput {
-                program: p.name.clone(),
-                param: name.clone(),
-                message: m,
-            };
-            match (par.kind, inp) {
-                (ParamKind::Array, Input::Array(a)) => check_array(ty, a).map_err(bad)?,
-                (ParamKind::Array, Input::Uniform(_)) => {
-                    return Err(bad("expects an array".into()))
+    let mut launch: Option<Vec<usize>> = shape.map(<[usize]>::to_vec);
+    let mut launch_from: Option<String> = shape.map(|_| "the explicit shape".to_string());
+    for (i, (par, inp)) in p.params.iter().zip(inputs).enumerate() {
+        let ty = p.ty(par.value);
+        let name = p.param_name(i).to_string();
+        let bad = |m: String| RunError::BadInput {
+            program: p.name.clone(),
+            param: name.clone(),
+            message: m,
+        };
+        match (par.kind, inp) {
+            (ParamKind::Array, Input::Array(a)) => check_array(ty, a).map_err(bad)?,
+            (ParamKind::Array, Input::Uniform(_)) => return Err(bad("expects an array".into())),
+            (ParamKind::Uniform, Input::Uniform(c)) | (ParamKind::Varying, Input::Uniform(c)) => {
+                if c.ty != ty {
+                    return Err(bad(format!("expects {ty}, got {}", c.ty)));
                 }
-                (ParamKind::Uniform, Input::Uniform(c))
-                | (ParamKind::Varying, Input::Uniform(c)) => {
-                    if c.ty != ty {
-                        return Err(bad(format!("expects {ty}, got {}", c.ty)));
-                    }
-                    if par.kind == ParamKind::Varying {
-                        return Err(bad("is varying: give an array, not a single value".into()));
-                    }
+                if par.kind == ParamKind::Varying {
+                    return Err(bad("is varying: give an array, not a single value".into()));
                 }
-                (ParamKind::Uniform, Input::Array(_)) => {
+            }
+            (ParamKind::Uniform, Input::Array(_)) => {
+                return Err(bad(format!(
+                    "is uniform: give one {ty} value, not an array"
+                )))
+            }
+            (ParamKind::Varying, Input::Array(a)) => {
+                if a.elem != ty {
                     return Err(bad(format!(
-                        "is uniform: give one {ty} value, not an array"
-                    )))
+                        "expects elements of type {ty}, got {}",
+                        a.elem
+                    )));
                 }
-                (ParamKind::Varying, Input::Array(a)) => {
-                    if a.elem != ty {
+                if !(1..=3).contains(&a.shape.len()) {
+                    return Err(bad(format!(
+                        "has {} axes; launches have 1 to 3",
+                        a.shape.len()
+                    )));
+                }
+                match &launch {
+                    None => {
+                        launch = Some(a.shape.clone());
+                        launch_from = Some(format!("input `{name}`"));
+                    }
+                    Some(s) if *s != a.shape => {
                         return Err(bad(format!(
-                            "expects elements of type {ty}, got {}",
-                            a.elem
-                        )));
+                            "has shape {:?} but {} has shape {:?}",
+                            a.shape,
+                            launch_from.clone().unwrap_or_default(),
+                            s
+                        )))
                     }
-                    if !(1..=3).contains(&a.shape.len()) {
-                        return Err(bad(format!(
-                            "has {} axes; launches have 1 to 3",
-                            a.shape.len()
-                        )));
-                    }
-                    match &launch {
-                        None => {
-                            launch = Some(a.shape.clone());
-                            launch_from = Some(format!("input `{name}`"));
-                        }
-                        Some(s) if *s != a.shape => {
-                            return Err(bad(format!(
-                                "has shape {:?} but {} has shape {:?}",
-                                a.shape,
-                                launch_from.clone().unwrap_or_default(),
-                                s
-                            )))
-                        }
-                        Some(_) => {}
-                    }
+                    Some(_) => {}
                 }
             }
         }
-        let Some(launch) = launch else {
-            return Err(RunError::Launch {
-                program: p.name.clone(),
-                message: "no varying input, so the launch shape must be given".into(),
-            });
-        };
-        let too_big = || RunError::Launch {
+    }
+    let Some(launch) = launch else {
+        return Err(RunError::Launch {
             program: p.name.clone(),
-            message: format!("launch shape {launch:?} is too large to allocate its outputs"),
-        };
-        let n = launch
-            .iter()
-            .try_fold(1usize, |a, &d| a.checked_mul(d))
-            .filter(|&n| n <= isize::MAX as usize / 64)
-            .ok_or_else(too_big)?;
-        Ok((launch, n))
+            message: "no varying input, so the launch shape must be given".into(),
+        });
+    };
+    let too_big = || RunError::Launch {
+        program: p.name.clone(),
+        message: format!("launch shape {launch:?} is too large to allocate its outputs"),
+    };
+    let n = launch
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .filter(|&n| n <= isize::MAX as usize / 64)
+        .ok_or_else(too_big)?;
+    Ok((launch, n))
 }
 
 /// Checks that every `index`/`shape` op of `p` (and of the programs it calls) has as many
@@ -109,7 +106,10 @@ pub fn check_launch_rank(m: &Module, p: &Program, rank: usize) -> Result<(), Run
                 return;
             }
             if matches!(d.opcode, Opcode::Index | Opcode::Shape) {
-                let l = d.results.first().map_or(1, |&v| p.ty(v).lanes().map_or(1, |x| x.1 as usize));
+                let l = d
+                    .results
+                    .first()
+                    .map_or(1, |&v| p.ty(v).lanes().map_or(1, |x| x.1 as usize));
                 if l != rank {
                     bad = Some(format!(
                         "`{}` has {l} lane(s) but the launch has {rank} axes",
@@ -128,7 +128,10 @@ pub fn check_launch_rank(m: &Module, p: &Program, rank: usize) -> Result<(), Run
         bad
     }
     match go(m, p, rank, 0) {
-        Some(message) => Err(RunError::Launch { program: p.name.clone(), message }),
+        Some(message) => Err(RunError::Launch {
+            program: p.name.clone(),
+            message,
+        }),
         None => Ok(()),
     }
 }

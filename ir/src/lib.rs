@@ -1,6 +1,6 @@
 //! weft-ir: weft's typed SSA IR with structured control flow — types, entities, op table,
 //! builder, text format (printer and parser), verifier, the reference interpreter,
-//! uniformity analysis and launch planning.
+//! uniformity analysis, launch planning and passes (the math expansion).
 //!
 //! The interpreter is the definition of weft's semantics (DESIGN §3); every backend must
 //! agree with it bit for bit.
@@ -13,6 +13,7 @@ pub mod launch;
 pub mod lexer;
 pub mod opcode;
 pub mod parser;
+pub mod passes;
 pub mod printer;
 pub mod program;
 pub mod types;

@@ -13,7 +13,11 @@ use crate::program::{Imm, Module, ParamKind, Program, Region, Value};
 /// are uniform when the loop's control (bounds/step, or its condition) is uniform and every
 /// initial value and update is (a fixpoint over the body).
 pub fn uniform_values(m: &Module, p: &Program) -> Vec<bool> {
-    let params: Vec<bool> = p.params.iter().map(|x| x.kind != ParamKind::Varying).collect();
+    let params: Vec<bool> = p
+        .params
+        .iter()
+        .map(|x| x.kind != ParamKind::Varying)
+        .collect();
     uniform_values_with(m, p, &params)
 }
 
@@ -81,7 +85,10 @@ fn region(m: &Module, p: &Program, r: Region, u: &mut Vec<bool>) {
                 }
                 let (t, e) = (yields(p, d.regions[0]), yields(p, d.regions[1]));
                 (0..d.results.len())
-                    .map(|i| c && t.get(i).is_some_and(|v| u[v.index()]) && e.get(i).is_some_and(|v| u[v.index()]))
+                    .map(|i| {
+                        c && t.get(i).is_some_and(|v| u[v.index()])
+                            && e.get(i).is_some_and(|v| u[v.index()])
+                    })
                     .collect()
             }
             Opcode::For | Opcode::While | Opcode::DoUntil => loop_uniformity(m, p, op, u),
@@ -126,8 +133,8 @@ fn loop_uniformity(m: &Module, p: &Program, op: crate::Op, u: &mut Vec<bool>) ->
         let new_carried: Vec<bool> = (0..n)
             .map(|i| carried[i] && ys.get(i).is_some_and(|v| u[v.index()]))
             .collect();
-        let new_control = control
-            && cond.is_none_or(|c| yields(p, c).first().is_some_and(|v| u[v.index()]));
+        let new_control =
+            control && cond.is_none_or(|c| yields(p, c).first().is_some_and(|v| u[v.index()]));
         if new_carried == carried && new_control == control {
             return if control { carried } else { vec![false; n] };
         }

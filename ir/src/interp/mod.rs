@@ -8,6 +8,7 @@ use crate::opcode::Opcode;
 use crate::program::{Imm, Module, ParamKind, Program, Region};
 use crate::types::{Boundary, ScalarType, Type};
 use rayon::prelude::*;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// Default fuel: ops one element may execute before the run stops with [`RunError::OutOfFuel`].
@@ -141,8 +142,12 @@ pub enum RunError {
 }
 
 /// The reference interpreter over one module.
+///
+/// It runs the module with its math functions expanded ([`crate::passes::math`]): when the
+/// module has any, [`Interpreter::new`] expands a copy, so that the interpreter computes
+/// exactly what every backend computes from the same expansion.
 pub struct Interpreter<'m> {
-    module: &'m Module,
+    module: Cow<'m, Module>,
     /// Fuel per element (ops executed, including those of loops and calls).
     pub fuel: u64,
 }
@@ -163,15 +168,28 @@ struct Ctx<'a> {
 }
 
 impl<'m> Interpreter<'m> {
-    /// An interpreter with [`DEFAULT_FUEL`] per element. The module must verify.
+    /// An interpreter with [`DEFAULT_FUEL`] per element. The module must verify. If it has
+    /// math function ops, the interpreter runs an expanded copy (each expanded op costs fuel).
     pub fn new(module: &'m Module) -> Interpreter<'m> {
+        let module = if crate::passes::math::has_math(module) {
+            let mut m = module.clone();
+            crate::passes::expand_math(&mut m);
+            Cow::Owned(m)
+        } else {
+            Cow::Borrowed(module)
+        };
         Interpreter {
             module,
             fuel: DEFAULT_FUEL,
         }
     }
 
-    fn program(&self, name: &str) -> Result<&'m Program, RunError> {
+    /// The module the interpreter runs (math functions expanded).
+    pub fn module(&self) -> &Module {
+        &self.module
+    }
+
+    fn program(&self, name: &str) -> Result<&Program, RunError> {
         self.module
             .get(name)
             .ok_or_else(|| RunError::UnknownProgram(name.to_string()))

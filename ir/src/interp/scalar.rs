@@ -1,5 +1,7 @@
 //! Lane-level semantics of DESIGN §3: every arithmetic, bitwise, comparison, conversion and
-//! math op on one lane of canonical bits (see [`crate::konst::canon`]).
+//! math op on one lane of canonical bits (see [`crate::konst::canon`]). The ten math
+//! functions (exp … rsqrt) are defined by their expansion into these ops
+//! ([`crate::passes::math`]); [`float_op`] evaluates them through it.
 
 use crate::konst::{canon, f16_from_f64, lane_f64, lane_i64};
 use crate::opcode::Opcode;
@@ -69,6 +71,7 @@ impl Float for f64 {
 }
 
 /// A binary integer or bool op (add sub mul div rem min max and or xor shl shr).
+#[inline(always)]
 pub fn int_binary(op: Opcode, s: ScalarType, a: u64, b: u64) -> u64 {
     macro_rules! go {
         ($t:ty, $u:ty) => {{
@@ -127,6 +130,7 @@ pub fn int_binary(op: Opcode, s: ScalarType, a: u64, b: u64) -> u64 {
 }
 
 /// A unary integer or bool op (neg abs not).
+#[inline(always)]
 pub fn int_unary(op: Opcode, s: ScalarType, a: u64) -> u64 {
     let r = match op {
         Opcode::Not => !a,
@@ -138,6 +142,7 @@ pub fn int_unary(op: Opcode, s: ScalarType, a: u64) -> u64 {
 }
 
 /// An integer or bool comparison.
+#[inline(always)]
 pub fn int_compare(op: Opcode, s: ScalarType, a: u64, b: u64) -> bool {
     let ord = if s.is_signed_int() {
         lane_i64(s, a).cmp(&lane_i64(s, b))
@@ -155,6 +160,7 @@ pub fn int_compare(op: Opcode, s: ScalarType, a: u64, b: u64) -> bool {
 }
 
 /// A float comparison (ordered; `ne` is true when either operand is NaN).
+#[inline(always)]
 pub fn float_compare(op: Opcode, s: ScalarType, a: u64, b: u64) -> bool {
     let (x, y) = (lane_f64(s, a), lane_f64(s, b));
     match op {
@@ -169,7 +175,8 @@ pub fn float_compare(op: Opcode, s: ScalarType, a: u64, b: u64) -> bool {
 
 macro_rules! float_op_fn {
     ($name:ident, $t:ty) => {
-        /// One float op on native values (arity 1 to 3; unused operands are ignored).
+        /// One basic float op on native values (arity 1 to 3; unused operands are ignored).
+        #[inline(always)]
         fn $name(op: Opcode, x: $t, y: $t, z: $t) -> $t {
             match op {
                 Opcode::Add => x + y,
@@ -183,16 +190,6 @@ macro_rules! float_op_fn {
                 Opcode::Max => fmaximum(x, y),
                 Opcode::Fma => x.mul_add(y, z),
                 Opcode::Sqrt => x.sqrt(),
-                Opcode::Rsqrt => 1.0 / x.sqrt(),
-                Opcode::Exp => x.exp(),
-                Opcode::Exp2 => x.exp2(),
-                Opcode::Log => x.ln(),
-                Opcode::Log2 => x.log2(),
-                Opcode::Sin => x.sin(),
-                Opcode::Cos => x.cos(),
-                Opcode::Tan => x.tan(),
-                Opcode::Pow => x.powf(y),
-                Opcode::Atan2 => x.atan2(y),
                 Opcode::Floor => x.floor(),
                 Opcode::Ceil => x.ceil(),
                 Opcode::Round => x.round(),
@@ -227,9 +224,21 @@ fn f16_fma(x: f16, y: f16, z: f16) -> f16 {
     f16_from_f64(f64::from_bits(bits))
 }
 
-/// A float op of arity 1..3 (arithmetic and math); f16 is computed in f32 and rounded
-/// (exact for + − × ÷ √), except `fma`, which is rounded once.
+/// A float op of arity 1..3 (arithmetic, rounding, sqrt and the math functions). The math
+/// functions (exp … rsqrt) are evaluated by their expansion ([`crate::passes::math::eval`]),
+/// bit for bit what expanded IR computes; everything else is [`float_basic`].
 pub fn float_op(op: Opcode, s: ScalarType, a: u64, b: u64, c: u64) -> u64 {
+    if crate::passes::math::is_math_function(op) {
+        return crate::passes::math::eval(op, s, a, b);
+    }
+    float_basic(op, s, a, b, c)
+}
+
+/// A basic float op of arity 1..3 (add sub mul div rem neg abs min max fma sqrt floor ceil
+/// round trunc); f16 is computed in f32 and rounded (exact for + − × ÷ √), except `fma`,
+/// which is rounded once. Math functions give NaN here (see [`float_op`]).
+#[inline(always)]
+pub fn float_basic(op: Opcode, s: ScalarType, a: u64, b: u64, c: u64) -> u64 {
     match s {
         ScalarType::F16 => {
             let h = |x: u64| f16::from_bits(x as u16);
@@ -253,6 +262,7 @@ pub fn float_op(op: Opcode, s: ScalarType, a: u64, b: u64, c: u64) -> u64 {
 
 /// Converts one lane from `from` to `to` (DESIGN §3): integers wrap; float→int saturates
 /// with NaN→0; int→float and float→float round to nearest even; bool is 0/1 and `x != 0`.
+#[inline(always)]
 pub fn cast(from: ScalarType, to: ScalarType, a: u64) -> u64 {
     if from == to {
         return a;
