@@ -285,81 +285,70 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             }
         };
         if s.is_float() {
-            let r = match op {
-                O::Add => self.b.ins().fadd(a[0], a[1]),
-                O::Sub => self.b.ins().fsub(a[0], a[1]),
-                O::Mul => self.b.ins().fmul(a[0], a[1]),
-                O::Div => self.b.ins().fdiv(a[0], a[1]),
-                O::Neg => self.b.ins().fneg(a[0]),
-                O::Abs => self.b.ins().fabs(a[0]),
-                O::Min => self.b.ins().fmin(a[0], a[1]),
-                O::Max => self.b.ins().fmax(a[0], a[1]),
-                O::Sqrt => self.b.ins().sqrt(a[0]),
-                O::Floor => self.b.ins().floor(a[0]),
-                O::Ceil => self.b.ins().ceil(a[0]),
-                O::Trunc => self.b.ins().trunc(a[0]),
-                O::Fma if s == ScalarType::F16 => {
-                    let f = self.libs.fma_f16;
-                    return Ok(self.call(f, a));
+            let basic = if op == O::Fma && s == ScalarType::F16 {
+                None // f16 fma rounds once, from the exact value: a helper does it
+            } else {
+                self.float_basic(op, a)
+            };
+            let r = if let Some(r) = basic {
+                r
+            } else {
+                match op {
+                    O::Fma => {
+                        let f = self.libs.fma_f16;
+                        return Ok(self.call(f, a));
+                    }
+                    O::Rem => {
+                        let f = if s == ScalarType::F64 {
+                            self.libs.fmod64
+                        } else {
+                            self.libs.fmod32
+                        };
+                        self.call(f, a)
+                    }
+                    O::Round => {
+                        let ty = sty(s);
+                        let t = self.b.ins().trunc(a[0]);
+                        let d = self.b.ins().fsub(a[0], t);
+                        let d = self.b.ins().fabs(d);
+                        let half = if ty == T::F64 {
+                            self.b.ins().f64const(0.5)
+                        } else {
+                            self.b.ins().f32const(0.5)
+                        };
+                        let big = self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, d, half);
+                        let one = if ty == T::F64 {
+                            self.b.ins().f64const(1.0)
+                        } else {
+                            self.b.ins().f32const(1.0)
+                        };
+                        let one = self.b.ins().fcopysign(one, a[0]);
+                        let up = self.b.ins().fadd(t, one);
+                        self.b.ins().select(big, up, t)
+                    }
+                    O::Eq | O::Ne | O::Lt | O::Le | O::Gt | O::Ge => {
+                        let cc = float_cc(op);
+                        return Ok(self.b.ins().fcmp(cc, a[0], a[1]));
+                    }
+                    O::Cast => return Ok(self.cast(s, to, a[0])),
+                    O::Bitcast => return Ok(self.bitcast(s, to, a[0])),
+                    O::Exp
+                    | O::Exp2
+                    | O::Log
+                    | O::Log2
+                    | O::Sin
+                    | O::Cos
+                    | O::Tan
+                    | O::Pow
+                    | O::Atan2
+                    | O::Rsqrt => {
+                        return self.err(format!(
+                            "`{}` reached lowering: math functions are expanded first",
+                            op.mnemonic()
+                        ))
+                    }
+                    _ => return self.err(format!("`{}` on {s} is not lowered", op.mnemonic())),
                 }
-                O::Fma => self.b.ins().fma(a[0], a[1], a[2]),
-                O::Rem => {
-                    let f = if s == ScalarType::F64 {
-                        self.libs.fmod64
-                    } else {
-                        self.libs.fmod32
-                    };
-                    self.call(f, a)
-                }
-                O::Round => {
-                    let ty = sty(s);
-                    let t = self.b.ins().trunc(a[0]);
-                    let d = self.b.ins().fsub(a[0], t);
-                    let d = self.b.ins().fabs(d);
-                    let half = if ty == T::F64 {
-                        self.b.ins().f64const(0.5)
-                    } else {
-                        self.b.ins().f32const(0.5)
-                    };
-                    let big = self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, d, half);
-                    let one = if ty == T::F64 {
-                        self.b.ins().f64const(1.0)
-                    } else {
-                        self.b.ins().f32const(1.0)
-                    };
-                    let one = self.b.ins().fcopysign(one, a[0]);
-                    let up = self.b.ins().fadd(t, one);
-                    self.b.ins().select(big, up, t)
-                }
-                O::Eq | O::Ne | O::Lt | O::Le | O::Gt | O::Ge => {
-                    let cc = match op {
-                        O::Eq => FloatCC::Equal,
-                        O::Ne => FloatCC::NotEqual,
-                        O::Lt => FloatCC::LessThan,
-                        O::Le => FloatCC::LessThanOrEqual,
-                        O::Gt => FloatCC::GreaterThan,
-                        _ => FloatCC::GreaterThanOrEqual,
-                    };
-                    return Ok(self.b.ins().fcmp(cc, a[0], a[1]));
-                }
-                O::Cast => return Ok(self.cast(s, to, a[0])),
-                O::Bitcast => return Ok(self.bitcast(s, to, a[0])),
-                O::Exp
-                | O::Exp2
-                | O::Log
-                | O::Log2
-                | O::Sin
-                | O::Cos
-                | O::Tan
-                | O::Pow
-                | O::Atan2
-                | O::Rsqrt => {
-                    return self.err(format!(
-                        "`{}` reached lowering: math functions are expanded first",
-                        op.mnemonic()
-                    ))
-                }
-                _ => return self.err(format!("`{}` on {s} is not lowered", op.mnemonic())),
             };
             // f16 arithmetic is computed in f32 and rounded once (exact for + - * / sqrt).
             return Ok(
@@ -579,34 +568,38 @@ impl<'a, 'b> Lowerer<'a, 'b> {
 
     // ---------------------------------------------------------------- vector fast paths
 
+    /// Float ops that are one CLIF instruction on scalars and vectors alike.
+    fn float_basic(&mut self, op: Opcode, a: &[CV]) -> Option<CV> {
+        use Opcode as O;
+        Some(match op {
+            O::Add => self.b.ins().fadd(a[0], a[1]),
+            O::Sub => self.b.ins().fsub(a[0], a[1]),
+            O::Mul => self.b.ins().fmul(a[0], a[1]),
+            O::Div => self.b.ins().fdiv(a[0], a[1]),
+            O::Neg => self.b.ins().fneg(a[0]),
+            O::Abs => self.b.ins().fabs(a[0]),
+            O::Min => self.b.ins().fmin(a[0], a[1]),
+            O::Max => self.b.ins().fmax(a[0], a[1]),
+            O::Sqrt => self.b.ins().sqrt(a[0]),
+            O::Fma => self.b.ins().fma(a[0], a[1], a[2]),
+            O::Floor => self.b.ins().floor(a[0]),
+            O::Ceil => self.b.ins().ceil(a[0]),
+            O::Trunc => self.b.ins().trunc(a[0]),
+            _ => return None,
+        })
+    }
+
     /// One part of a varying op on vectors, where Cranelift has the operation; `None` asks
     /// for per-lane scalar code.
     fn vector_op(&mut self, op: Opcode, s: ScalarType, to: ScalarType, a: &[CV]) -> Option<CV> {
         use Opcode as O;
         if matches!(s, ScalarType::F32 | ScalarType::F64) {
+            if let Some(r) = self.float_basic(op, a) {
+                return Some(r);
+            }
             return Some(match op {
-                O::Add => self.b.ins().fadd(a[0], a[1]),
-                O::Sub => self.b.ins().fsub(a[0], a[1]),
-                O::Mul => self.b.ins().fmul(a[0], a[1]),
-                O::Div => self.b.ins().fdiv(a[0], a[1]),
-                O::Neg => self.b.ins().fneg(a[0]),
-                O::Abs => self.b.ins().fabs(a[0]),
-                O::Min => self.b.ins().fmin(a[0], a[1]),
-                O::Max => self.b.ins().fmax(a[0], a[1]),
-                O::Sqrt => self.b.ins().sqrt(a[0]),
-                O::Fma => self.b.ins().fma(a[0], a[1], a[2]),
-                O::Floor => self.b.ins().floor(a[0]),
-                O::Ceil => self.b.ins().ceil(a[0]),
-                O::Trunc => self.b.ins().trunc(a[0]),
                 O::Eq | O::Ne | O::Lt | O::Le | O::Gt | O::Ge if s == ScalarType::F32 => {
-                    let cc = match op {
-                        O::Eq => FloatCC::Equal,
-                        O::Ne => FloatCC::NotEqual,
-                        O::Lt => FloatCC::LessThan,
-                        O::Le => FloatCC::LessThanOrEqual,
-                        O::Gt => FloatCC::GreaterThan,
-                        _ => FloatCC::GreaterThanOrEqual,
-                    };
+                    let cc = float_cc(op);
                     self.b.ins().fcmp(cc, a[0], a[1])
                 }
                 O::Cast if s == ScalarType::F32 && to == ScalarType::I32 => {
@@ -1992,4 +1985,16 @@ fn has_control_flow(m: &Module, p: &Program) -> bool {
         }
     });
     found
+}
+
+/// The IEEE comparison of a comparison op (ordered; `ne` is unordered-or-not-equal).
+fn float_cc(op: Opcode) -> FloatCC {
+    match op {
+        Opcode::Eq => FloatCC::Equal,
+        Opcode::Ne => FloatCC::NotEqual,
+        Opcode::Lt => FloatCC::LessThan,
+        Opcode::Le => FloatCC::LessThanOrEqual,
+        Opcode::Gt => FloatCC::GreaterThan,
+        _ => FloatCC::GreaterThanOrEqual,
+    }
 }

@@ -253,88 +253,11 @@ impl<'m> Interpreter<'m> {
         shape: Option<&[usize]>,
     ) -> Result<Vec<HostArray>, RunError> {
         let p = self.program(program)?;
-        if inputs.len() != p.params.len() {
-            return Err(RunError::ArgCount {
-                program: p.name.clone(),
-                expected: p.params.len(),
-                got: inputs.len(),
-            });
-        }
-        let mut launch: Option<Vec<usize>> = shape.map(<[usize]>::to_vec);
-        let mut launch_from: Option<String> = shape.map(|_| "the explicit shape".to_string());
-        for (i, (par, inp)) in p.params.iter().zip(inputs).enumerate() {
-            let ty = p.ty(par.value);
-            let name = p.param_name(i).to_string();
-            let bad = |m: String| RunError::BadInput {
-                program: p.name.clone(),
-                param: name.clone(),
-                message: m,
-            };
-            match (par.kind, inp) {
-                (ParamKind::Array, Input::Array(a)) => check_array(ty, a).map_err(bad)?,
-                (ParamKind::Array, Input::Uniform(_)) => {
-                    return Err(bad("expects an array".into()))
-                }
-                (ParamKind::Uniform, Input::Uniform(c))
-                | (ParamKind::Varying, Input::Uniform(c)) => {
-                    if c.ty != ty {
-                        return Err(bad(format!("expects {ty}, got {}", c.ty)));
-                    }
-                    if par.kind == ParamKind::Varying {
-                        return Err(bad("is varying: give an array, not a single value".into()));
-                    }
-                }
-                (ParamKind::Uniform, Input::Array(_)) => {
-                    return Err(bad(format!(
-                        "is uniform: give one {ty} value, not an array"
-                    )))
-                }
-                (ParamKind::Varying, Input::Array(a)) => {
-                    if a.elem != ty {
-                        return Err(bad(format!(
-                            "expects elements of type {ty}, got {}",
-                            a.elem
-                        )));
-                    }
-                    if !(1..=3).contains(&a.shape.len()) {
-                        return Err(bad(format!(
-                            "has {} axes; launches have 1 to 3",
-                            a.shape.len()
-                        )));
-                    }
-                    match &launch {
-                        None => {
-                            launch = Some(a.shape.clone());
-                            launch_from = Some(format!("input `{name}`"));
-                        }
-                        Some(s) if *s != a.shape => {
-                            return Err(bad(format!(
-                                "has shape {:?} but {} has shape {:?}",
-                                a.shape,
-                                launch_from.clone().unwrap_or_default(),
-                                s
-                            )))
-                        }
-                        Some(_) => {}
-                    }
-                }
-            }
-        }
-        let Some(launch) = launch else {
-            return Err(RunError::Launch {
-                program: p.name.clone(),
-                message: "no varying input, so the launch shape must be given".into(),
-            });
-        };
+        let (launch, n) = crate::launch::plan_launch(p, inputs, shape)?;
         let too_big = || RunError::Launch {
             program: p.name.clone(),
             message: format!("launch shape {launch:?} is too large to allocate its outputs"),
         };
-        let n = launch
-            .iter()
-            .try_fold(1usize, |a, &d| a.checked_mul(d))
-            .filter(|&n| n <= isize::MAX as usize / 64)
-            .ok_or_else(too_big)?;
         let mut outs = Vec::with_capacity(p.outputs.len());
         for o in &p.outputs {
             let len = n * lanes_of(o.ty);
