@@ -1641,22 +1641,6 @@ impl Lowerer<'_, '_> {
     }
 
     /// Per-lane `i < hi` / `next > i` comparisons for a loop counter of integer type `s`.
-    fn counter_cmp(
-        &mut self,
-        s: ScalarType,
-        cc_signed: IntCC,
-        cc_unsigned: IntCC,
-        a: &LvLane,
-        b: &LvLane,
-        uniform: bool,
-    ) -> Result<LvLane, LowerError> {
-        let op = match (cc_signed, cc_unsigned) {
-            (IntCC::SignedLessThan, _) => Opcode::Lt,
-            _ => Opcode::Gt,
-        };
-        self.lanewise(op, s, ScalarType::Bool, &[a.clone(), b.clone()], uniform)
-    }
-
     fn lower_loop(
         &mut self,
         f: &mut Frame,
@@ -1830,12 +1814,11 @@ impl Lowerer<'_, '_> {
             &[step.clone(), zero],
             uniform,
         )?;
-        let lt = self.counter_cmp(
+        let lt = self.lanewise(
+            Opcode::Lt,
             s,
-            IntCC::SignedLessThan,
-            IntCC::UnsignedLessThan,
-            &lo,
-            &hi,
+            ScalarType::Bool,
+            &[lo.clone(), hi.clone()],
             uniform,
         )?;
         let go = self.lanewise(
@@ -1907,22 +1890,20 @@ impl Lowerer<'_, '_> {
             let raw = self.lanewise_raw_add(s, &il, &lane_of(&ctl[2], 0), uniform)?;
             (None, raw)
         } else {
-            let gt = self.counter_cmp(
+            let gt = self.lanewise(
+                Opcode::Gt,
                 s,
-                IntCC::SignedGreaterThan,
-                IntCC::UnsignedGreaterThan,
-                &next,
-                &il,
+                ScalarType::Bool,
+                &[next.clone(), il.clone()],
                 uniform,
             )?;
             (Some(gt), next)
         };
-        let lt = self.counter_cmp(
+        let lt = self.lanewise(
+            Opcode::Lt,
             s,
-            IntCC::SignedLessThan,
-            IntCC::UnsignedLessThan,
-            &next,
-            &hi,
+            ScalarType::Bool,
+            &[next.clone(), hi.clone()],
             uniform,
         )?;
         let mut cont = lt;
