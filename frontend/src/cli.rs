@@ -65,7 +65,8 @@ pub enum Command {
         /// Launch shape (e.g. 64,64) for a program with no varying input.
         #[arg(long, value_delimiter = ',')]
         shape: Option<Vec<usize>>,
-        /// Ops one element may execute before the run stops (runaway-loop guard).
+        /// Ops one element may execute before the run stops (runaway-loop guard; the
+        /// interpreter only: compiled code has no fuel).
         #[arg(long, default_value_t = weft_ir::interp::DEFAULT_FUEL)]
         fuel: u64,
     },
