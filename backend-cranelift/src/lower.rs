@@ -1507,6 +1507,15 @@ impl Lowerer<'_, '_> {
         )
     }
 
+    /// A divergent loop's update: each carried value takes the body's new value in the
+    /// lanes of `mask` and keeps its old value elsewhere.
+    fn blend_carried(&mut self, tys: &[(Type, bool)], mask: CV, new: &[LV], old: &[LV]) -> Vec<LV> {
+        tys.iter()
+            .zip(new.iter().zip(old))
+            .map(|(&(t, _), (n, o))| self.blend_lv(t, mask, n, o))
+            .collect()
+    }
+
     /// Block parameter types for a value of `ty` in the given representation.
     fn param_types(ty: Type, uniform: bool) -> Vec<ir::Type> {
         let (s, n) = elem_of(ty);
@@ -1724,10 +1733,7 @@ impl Lowerer<'_, '_> {
                 self.b.ins().brif(any, body, &[], exit, &exit_args);
                 self.b.switch_to_block(body);
                 let ys = self.region(f, second, &carried, m2)?;
-                let mut next = Vec::new();
-                for (k, &(t, _)) in carried_tys.iter().enumerate() {
-                    next.push(self.blend_lv(t, m2, &ys[k], &carried[k]));
-                }
+                let mut next = self.blend_carried(&carried_tys, m2, &ys, &carried);
                 next.push(LV::V(vec![vec![m2]]));
                 self.jump_with(hdr, &hdr_tys, &next)?;
             }
@@ -1737,11 +1743,7 @@ impl Lowerer<'_, '_> {
             let new: Vec<LV> = if control_uniform {
                 ys
             } else {
-                let mut v = Vec::new();
-                for (k, &(t, _)) in carried_tys.iter().enumerate() {
-                    v.push(self.blend_lv(t, m, &ys[k], &carried[k]));
-                }
-                v
+                self.blend_carried(&carried_tys, m, &ys, &carried)
             };
             let new: Vec<LV> = new
                 .into_iter()
@@ -1876,11 +1878,7 @@ impl Lowerer<'_, '_> {
         let new: Vec<LV> = if uniform {
             ys
         } else {
-            let mut v = Vec::new();
-            for (k, &(t, _)) in reprs.iter().enumerate() {
-                v.push(self.blend_lv(t, m, &ys[k], &carried[k]));
-            }
-            v
+            self.blend_carried(reprs, m, &ys, &carried)
         };
         // next = i + step; continue while next > i (no overflow) && next < hi.
         let il = lane_of(&i, 0);
