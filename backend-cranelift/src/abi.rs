@@ -3,9 +3,10 @@
 
 use weft_ir::{ParamKind, Program, ScalarType, Type};
 
-/// Elements processed per SIMD block: 4 lanes of 32-bit data (one 128-bit vector) or two
-/// 128-bit vectors of 64-bit data.
-pub const BLOCK: usize = 4;
+/// Elements processed per SIMD block: two 128-bit vectors of 32-bit lanes, or four of 64-bit
+/// lanes. Two vectors per value give the core independent work to overlap (e.g. two
+/// `sqrt`/`div` chains) and halve the per-block cost of uniform work.
+pub const BLOCK: usize = 8;
 
 /// Bytes one lane of `s` occupies in a kernel buffer: 32-bit-class types (bool, 8/16/32-bit
 /// integers, f16, f32) are stored in 4 bytes, 64-bit types in 8.

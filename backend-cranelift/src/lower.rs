@@ -1,5 +1,5 @@
 //! Lowering of a verified weft program to one CLIF function in the kernel ABI (docs/abi.md):
-//! blocks of 4 elements as SIMD lanes, uniform values kept scalar, divergent control flow as
+//! blocks of 8 elements as SIMD lanes, uniform values kept scalar, divergent control flow as
 //! masks, loops that run while any lane is active, gathers with boundary modes.
 
 use crate::abi::{Layout, BLOCK};
@@ -60,8 +60,8 @@ pub(crate) struct Lowerer<'a, 'b> {
     arrays: Vec<ArrayInfo>,
     program: String,
     launch_word: usize,
-    /// The i32x4 vector [0, 1, 2, 3], built once in the entry block.
-    iota: Option<CV>,
+    /// The lane numbers [0, 1, …, BLOCK-1] as i32x4 vectors, built once in the entry block.
+    iota: Option<Vec<CV>>,
 }
 
 fn is64(s: ScalarType) -> bool {
@@ -89,12 +89,18 @@ fn vty(s: ScalarType) -> ir::Type {
     }
 }
 
-fn parts(s: ScalarType) -> usize {
+/// Lanes of `s` one 128-bit vector holds.
+fn per_vector(s: ScalarType) -> usize {
     if is64(s) {
         2
     } else {
-        1
+        4
     }
+}
+
+/// 128-bit vectors one varying lane of `s` needs for a block of [`BLOCK`] elements.
+fn parts(s: ScalarType) -> usize {
+    BLOCK / per_vector(s)
 }
 
 fn vflags() -> MemFlagsData {
@@ -206,9 +212,9 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         }
     }
 
-    /// Scalar lane `j` (0..4) of a varying lane of `s`, in uniform-scalar representation.
+    /// Scalar lane `j` (0..BLOCK) of a varying lane of `s`, in uniform-scalar representation.
     fn extract(&mut self, s: ScalarType, lane: &[CV], j: usize) -> CV {
-        let (part, idx) = if is64(s) { (j / 2, j % 2) } else { (0, j) };
+        let (part, idx) = (j / per_vector(s), j % per_vector(s));
         let x = self.b.ins().extractlane(lane[part], idx as u8);
         if s == ScalarType::Bool {
             self.b.ins().icmp_imm_s(IntCC::NotEqual, x, 0)
@@ -217,7 +223,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         }
     }
 
-    /// Builds a varying lane of `s` from 4 uniform-representation scalars.
+    /// Builds a varying lane of `s` from [`BLOCK`] uniform-representation scalars.
     fn build(&mut self, s: ScalarType, xs: &[CV]) -> Vec<CV> {
         let xs: Vec<CV> = xs
             .iter()
@@ -230,8 +236,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 }
             })
             .collect();
-        let per = if is64(s) { 2 } else { 4 };
-        xs.chunks(per)
+        xs.chunks(per_vector(s))
             .map(|c| {
                 let mut v = self.b.ins().splat(vty(s), c[0]);
                 for (k, &x) in c.iter().enumerate().skip(1) {
@@ -702,30 +707,19 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 LvLane::V(v) => v.clone(),
             })
             .collect();
-        // Same class in and out: try the vector fast path on each part.
-        if parts(s) == parts(to)
-            || matches!(
-                op,
-                Opcode::Eq | Opcode::Ne | Opcode::Lt | Opcode::Le | Opcode::Gt | Opcode::Ge
-            ) && !is64(s)
-        {
-            let np = if to == ScalarType::Bool { 1 } else { parts(to) };
-            if np == parts(s) {
-                let mut out = Vec::new();
-                let mut ok = true;
-                for k in 0..np {
-                    let a: Vec<CV> = vs.iter().map(|v| v[k]).collect();
-                    match self.vector_op(op, s, to, &a) {
-                        Some(r) => out.push(r),
-                        None => {
-                            ok = false;
-                            break;
-                        }
-                    }
+        // Same vector count in and out (bool masks count as 32-bit lanes): try the vector
+        // fast path on each part.
+        if parts(s) == parts(to) {
+            let mut out = Vec::new();
+            for k in 0..parts(s) {
+                let a: Vec<CV> = vs.iter().map(|v| v[k]).collect();
+                match self.vector_op(op, s, to, &a) {
+                    Some(r) => out.push(r),
+                    None => break,
                 }
-                if ok {
-                    return Ok(LvLane::V(out));
-                }
+            }
+            if out.len() == parts(s) {
+                return Ok(LvLane::V(out));
             }
         }
         // Per-lane scalar code.
@@ -840,7 +834,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             })
             .collect();
         let iota = l.iota32();
-        l.iota = Some(iota);
+        l.iota = Some(iota.clone());
         l.b.ins().jump(header, &[BlockArg::Value(begin)]);
         // Block loop: for base in (begin..end).step_by(4).
         l.b.switch_to_block(header);
@@ -854,7 +848,9 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             let left = l.b.ins().smin(left, four);
             let left = l.b.ins().ireduce(T::I32, left);
             let left = l.b.ins().splat(T::I32X4, left);
-            l.b.ins().icmp(IntCC::SignedLessThan, iota, left)
+            iota.iter()
+                .map(|&x| l.b.ins().icmp(IntCC::SignedLessThan, x, left))
+                .collect()
         } else {
             iota
         };
@@ -869,7 +865,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 frame.vals[par.value.index()] = Some(LV::V(lanes_v));
             }
         }
-        let outs = l.region(&mut frame, p.body, &[], mask)?;
+        let outs = l.region(&mut frame, p.body, &[], &mask)?;
         for (k, (o, lv)) in p.outputs.iter().zip(outs).enumerate() {
             let (s, n) = elem_of(o.ty);
             let vals = l.varying(s, &lv);
@@ -886,20 +882,53 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         Ok(())
     }
 
-    fn iota32(&mut self) -> CV {
-        if let Some(v) = self.iota {
-            return v;
+    /// The lane numbers 0..BLOCK as i32x4 vectors.
+    fn iota32(&mut self) -> Vec<CV> {
+        if let Some(v) = &self.iota {
+            return v.clone();
         }
-        let mut v = self.iconst(T::I32, 0);
-        v = self.b.ins().splat(T::I32X4, v);
-        for j in 1..4 {
-            let x = self.iconst(T::I32, j);
-            v = self.b.ins().insertlane(v, x, j as u8);
-        }
-        v
+        (0..BLOCK / 4)
+            .map(|p| {
+                let x = self.iconst(T::I32, (p * 4) as i64);
+                let mut v = self.b.ins().splat(T::I32X4, x);
+                for j in 1..4 {
+                    let x = self.iconst(T::I32, (p * 4 + j) as i64);
+                    v = self.b.ins().insertlane(v, x, j as u8);
+                }
+                v
+            })
+            .collect()
     }
 
-    /// Loads 4 consecutive elements of a plane (storage type of `s`) at the block base.
+    /// Lane-wise `a & b` of two masks.
+    fn mask_and(&mut self, a: &[CV], b: &[CV]) -> Vec<CV> {
+        a.iter()
+            .zip(b)
+            .map(|(&x, &y)| self.b.ins().band(x, y))
+            .collect()
+    }
+
+    /// Lane-wise `a & !b` of two masks.
+    fn mask_andnot(&mut self, a: &[CV], b: &[CV]) -> Vec<CV> {
+        a.iter()
+            .zip(b)
+            .map(|(&x, &y)| {
+                let ny = self.b.ins().bnot(y);
+                self.b.ins().band(x, ny)
+            })
+            .collect()
+    }
+
+    /// True (i8) if any lane of the mask is set.
+    fn mask_any(&mut self, m: &[CV]) -> CV {
+        let mut acc = m[0];
+        for &x in &m[1..] {
+            acc = self.b.ins().bor(acc, x);
+        }
+        self.b.ins().vany_true(acc)
+    }
+
+    /// Loads [`BLOCK`] consecutive elements of a plane (storage type of `s`) at the block base.
     fn load_block(&mut self, s: ScalarType, plane: CV) -> Vec<CV> {
         let bytes = crate::abi::storage_bytes(s) as i64;
         let off = self.b.ins().imul_imm_s(self.base, bytes);
@@ -910,7 +939,9 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         if s == ScalarType::Bool {
             let z = self.iconst(T::I32, 0);
             let z = self.b.ins().splat(T::I32X4, z);
-            vec![self.b.ins().icmp(IntCC::NotEqual, v[0], z)]
+            v.iter()
+                .map(|&x| self.b.ins().icmp(IntCC::NotEqual, x, z))
+                .collect()
         } else {
             v
         }
@@ -923,7 +954,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         let v: Vec<CV> = if s == ScalarType::Bool {
             let one = self.iconst(T::I32, 1);
             let one = self.b.ins().splat(T::I32X4, one);
-            vec![self.b.ins().band(v[0], one)]
+            v.iter().map(|&x| self.b.ins().band(x, one)).collect()
         } else {
             v.to_vec()
         };
@@ -957,7 +988,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         f: &mut Frame,
         r: Region,
         args: &[LV],
-        mask: CV,
+        mask: &[CV],
     ) -> Result<Vec<LV>, LowerError> {
         let p = f.p;
         for (&a, lv) in p.region(r).args.iter().zip(args) {
@@ -976,7 +1007,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         Ok(Vec::new())
     }
 
-    fn op(&mut self, f: &mut Frame, op: weft_ir::Op, mask: CV) -> Result<Vec<LV>, LowerError> {
+    fn op(&mut self, f: &mut Frame, op: weft_ir::Op, mask: &[CV]) -> Result<Vec<LV>, LowerError> {
         use Opcode as O;
         let p = f.p;
         let d = p.op(op);
@@ -1287,7 +1318,10 @@ impl Lowerer<'_, '_> {
                 let b32 = self.b.ins().ireduce(T::I32, self.base);
                 let v = self.b.ins().splat(T::I32X4, b32);
                 let iota = self.iota32();
-                return LV::V(vec![vec![self.b.ins().iadd(v, iota)]]);
+                return LV::V(vec![iota
+                    .iter()
+                    .map(|&x| self.b.ins().iadd(v, x))
+                    .collect()]);
             }
             let xs: Vec<CV> = (0..BLOCK)
                 .map(|j| self.b.ins().iadd_imm_s(self.base, j as i64))
@@ -1458,8 +1492,8 @@ impl Lowerer<'_, '_> {
             return LvLane::U(self.b.ins().select(c, a, b));
         }
         let cm = match c {
-            LvLane::U(x) => self.splat_lane(ScalarType::Bool, x)[0],
-            LvLane::V(v) => v[0],
+            LvLane::U(x) => self.splat_lane(ScalarType::Bool, x),
+            LvLane::V(v) => v,
         };
         let a = match a {
             LvLane::U(x) => self.splat_lane(s, x),
@@ -1469,18 +1503,18 @@ impl Lowerer<'_, '_> {
             LvLane::U(x) => self.splat_lane(s, x),
             LvLane::V(v) => v,
         };
-        LvLane::V(self.blend(s, cm, &a, &b))
+        LvLane::V(self.blend(s, &cm, &a, &b))
     }
 
-    /// Per element: `a` where the i32x4 mask is set, else `b` (varying lanes of `s`).
-    fn blend(&mut self, s: ScalarType, mask: CV, a: &[CV], b: &[CV]) -> Vec<CV> {
+    /// Per element: `a` where the mask (i32x4 vectors) is set, else `b` (varying lanes of `s`).
+    fn blend(&mut self, s: ScalarType, mask: &[CV], a: &[CV], b: &[CV]) -> Vec<CV> {
+        // One i32x4 mask covers 4 elements: two 64-bit vectors' worth.
         let masks: Vec<CV> = if is64(s) {
-            vec![
-                self.b.ins().swiden_low(mask),
-                self.b.ins().swiden_high(mask),
-            ]
+            mask.iter()
+                .flat_map(|&m| [self.b.ins().swiden_low(m), self.b.ins().swiden_high(m)])
+                .collect()
         } else {
-            vec![mask]
+            mask.to_vec()
         };
         (0..a.len())
             .map(|k| {
@@ -1495,7 +1529,7 @@ impl Lowerer<'_, '_> {
             .collect()
     }
 
-    fn blend_lv(&mut self, ty: Type, mask: CV, a: &LV, b: &LV) -> LV {
+    fn blend_lv(&mut self, ty: Type, mask: &[CV], a: &LV, b: &LV) -> LV {
         let (s, _) = elem_of(ty);
         let av = self.varying(s, a);
         let bv = self.varying(s, b);
@@ -1509,7 +1543,13 @@ impl Lowerer<'_, '_> {
 
     /// A divergent loop's update: each carried value takes the body's new value in the
     /// lanes of `mask` and keeps its old value elsewhere.
-    fn blend_carried(&mut self, tys: &[(Type, bool)], mask: CV, new: &[LV], old: &[LV]) -> Vec<LV> {
+    fn blend_carried(
+        &mut self,
+        tys: &[(Type, bool)],
+        mask: &[CV],
+        new: &[LV],
+        old: &[LV],
+    ) -> Vec<LV> {
         tys.iter()
             .zip(new.iter().zip(old))
             .map(|(&(t, _), (n, o))| self.blend_lv(t, mask, n, o))
@@ -1597,7 +1637,7 @@ impl Lowerer<'_, '_> {
         f: &mut Frame,
         op: weft_ir::Op,
         args: &[LV],
-        mask: CV,
+        mask: &[CV],
     ) -> Result<Vec<LV>, LowerError> {
         let d = f.p.op(op);
         let reprs = Self::result_reprs(f, op);
@@ -1617,14 +1657,13 @@ impl Lowerer<'_, '_> {
                 Ok(outs)
             }
             LV::V(c) => {
-                let c = c[0][0];
-                let m_t = self.b.ins().band(mask, c);
-                let nc = self.b.ins().bnot(c);
-                let m_e = self.b.ins().band(mask, nc);
+                let c = c[0].clone();
+                let m_t = self.mask_and(mask, &c);
+                let m_e = self.mask_andnot(mask, &c);
                 let var_reprs: Vec<(Type, bool)> = reprs.iter().map(|&(t, _)| (t, false)).collect();
                 let mut branch_vals = Vec::new();
                 for (r, m) in [(rt, m_t), (re, m_e)] {
-                    let any = self.b.ins().vany_true(m);
+                    let any = self.mask_any(&m);
                     let run = self.b.create_block();
                     let (merge, outs) = self.block_for(&var_reprs);
                     let skip = self.zeros(&var_reprs);
@@ -1634,14 +1673,14 @@ impl Lowerer<'_, '_> {
                     }
                     self.b.ins().brif(any, run, &[], merge, &skip_args);
                     self.b.switch_to_block(run);
-                    let ys = self.region(f, r, &[], m)?;
+                    let ys = self.region(f, r, &[], &m)?;
                     self.jump_with(merge, &var_reprs, &ys)?;
                     self.b.switch_to_block(merge);
                     branch_vals.push(outs);
                 }
                 let mut res = Vec::new();
                 for (k, &(t, _)) in reprs.iter().enumerate() {
-                    res.push(self.blend_lv(t, c, &branch_vals[0][k], &branch_vals[1][k]));
+                    res.push(self.blend_lv(t, &c, &branch_vals[0][k], &branch_vals[1][k]));
                 }
                 Ok(res)
             }
@@ -1655,7 +1694,7 @@ impl Lowerer<'_, '_> {
         f: &mut Frame,
         op: weft_ir::Op,
         args: &[LV],
-        mask: CV,
+        mask: &[CV],
     ) -> Result<Vec<LV>, LowerError> {
         let p = f.p;
         let d = p.op(op);
@@ -1691,18 +1730,18 @@ impl Lowerer<'_, '_> {
         let (exit, outs) = self.block_for(&carried_tys);
         let mut init_vals = inits.to_vec();
         if !control_uniform {
-            init_vals.push(LV::V(vec![vec![mask]]));
+            init_vals.push(LV::V(vec![mask.to_vec()]));
         }
         self.jump_with(hdr, &hdr_tys, &init_vals)?;
         self.b.switch_to_block(hdr);
         let carried = hvals[..carried_tys.len()].to_vec();
         // Divergent loops carry their active mask as the last header parameter.
-        let m = match (control_uniform, &hvals[carried_tys.len()..]) {
-            (false, [LV::V(v)]) => v[0][0],
-            _ => mask,
+        let m: Vec<CV> = match (control_uniform, &hvals[carried_tys.len()..]) {
+            (false, [LV::V(v)]) => v[0].clone(),
+            _ => mask.to_vec(),
         };
         if d.opcode == Opcode::While {
-            let c = self.region(f, first, &carried, m)?;
+            let c = self.region(f, first, &carried, &m)?;
             let body = self.b.create_block();
             if control_uniform {
                 let LV::U(cv) = &c[0] else {
@@ -1715,16 +1754,16 @@ impl Lowerer<'_, '_> {
                     .collect();
                 self.b.ins().brif(cv[0], body, &[], exit, &exit_args);
                 self.b.switch_to_block(body);
-                let ys = self.region(f, second, &carried, m)?;
+                let ys = self.region(f, second, &carried, &m)?;
                 self.jump_with(hdr, &hdr_tys, &ys)?;
             } else {
                 let cm = match &c[0] {
-                    LV::V(v) => v[0][0],
-                    LV::U(u) => self.splat_lane(ScalarType::Bool, u[0])[0],
-                    _ => m,
+                    LV::V(v) => v[0].clone(),
+                    LV::U(u) => self.splat_lane(ScalarType::Bool, u[0]),
+                    _ => m.clone(),
                 };
-                let m2 = self.b.ins().band(m, cm);
-                let any = self.b.ins().vany_true(m2);
+                let m2 = self.mask_and(&m, &cm);
+                let any = self.mask_any(&m2);
                 let exit_args: Vec<BlockArg> = carried
                     .iter()
                     .flat_map(Self::flatten)
@@ -1732,25 +1771,25 @@ impl Lowerer<'_, '_> {
                     .collect();
                 self.b.ins().brif(any, body, &[], exit, &exit_args);
                 self.b.switch_to_block(body);
-                let ys = self.region(f, second, &carried, m2)?;
-                let mut next = self.blend_carried(&carried_tys, m2, &ys, &carried);
-                next.push(LV::V(vec![vec![m2]]));
+                let ys = self.region(f, second, &carried, &m2)?;
+                let mut next = self.blend_carried(&carried_tys, &m2, &ys, &carried);
+                next.push(LV::V(vec![m2]));
                 self.jump_with(hdr, &hdr_tys, &next)?;
             }
         } else {
             // do { first } until { second }
-            let ys = self.region(f, first, &carried, m)?;
+            let ys = self.region(f, first, &carried, &m)?;
             let new: Vec<LV> = if control_uniform {
                 ys
             } else {
-                self.blend_carried(&carried_tys, m, &ys, &carried)
+                self.blend_carried(&carried_tys, &m, &ys, &carried)
             };
             let new: Vec<LV> = new
                 .into_iter()
                 .zip(&carried_tys)
                 .map(|(v, &(t, u))| self.fix(t, u, v))
                 .collect::<Result<_, _>>()?;
-            let c = self.region(f, second, &new, m)?;
+            let c = self.region(f, second, &new, &m)?;
             let exit_args: Vec<BlockArg> = new
                 .iter()
                 .flat_map(Self::flatten)
@@ -1766,18 +1805,17 @@ impl Lowerer<'_, '_> {
                 self.jump_with(hdr, &hdr_tys, &new)?;
             } else {
                 let cm = match &c[0] {
-                    LV::V(v) => v[0][0],
-                    LV::U(u) => self.splat_lane(ScalarType::Bool, u[0])[0],
-                    _ => m,
+                    LV::V(v) => v[0].clone(),
+                    LV::U(u) => self.splat_lane(ScalarType::Bool, u[0]),
+                    _ => m.clone(),
                 };
-                let ncm = self.b.ins().bnot(cm);
-                let m2 = self.b.ins().band(m, ncm);
-                let any = self.b.ins().vany_true(m2);
+                let m2 = self.mask_andnot(&m, &cm);
+                let any = self.mask_any(&m2);
                 let again = self.b.create_block();
                 self.b.ins().brif(any, again, &[], exit, &exit_args);
                 self.b.switch_to_block(again);
                 let mut next = new.clone();
-                next.push(LV::V(vec![vec![m2]]));
+                next.push(LV::V(vec![m2]));
                 self.jump_with(hdr, &hdr_tys, &next)?;
             }
         }
@@ -1793,7 +1831,7 @@ impl Lowerer<'_, '_> {
         ctl: &[LV],
         inits: &[LV],
         reprs: &[(Type, bool)],
-        mask: CV,
+        mask: &[CV],
         uniform: bool,
     ) -> Result<Vec<LV>, LowerError> {
         let p = f.p;
@@ -1844,8 +1882,7 @@ impl Lowerer<'_, '_> {
             let LvLane::V(g) = go else {
                 return self.err("internal: for entry");
             };
-            let g = self.b.ins().band(g[0], mask);
-            LV::V(vec![vec![g]])
+            LV::V(vec![self.mask_and(&g, mask)])
         };
         init.push(go_lv);
         self.jump_with(hdr, &hdr_tys, &init)?;
@@ -1859,26 +1896,26 @@ impl Lowerer<'_, '_> {
             .flat_map(Self::flatten)
             .map(BlockArg::Value)
             .collect();
-        let m = match &act {
+        let m: Vec<CV> = match &act {
             LV::U(a) => {
                 self.b.ins().brif(a[0], body, &[], exit, &exit_args);
-                mask
+                mask.to_vec()
             }
             LV::V(a) => {
-                let any = self.b.ins().vany_true(a[0][0]);
+                let any = self.mask_any(&a[0]);
                 self.b.ins().brif(any, body, &[], exit, &exit_args);
-                a[0][0]
+                a[0].clone()
             }
-            LV::Array(_) => mask,
+            LV::Array(_) => mask.to_vec(),
         };
         self.b.switch_to_block(body);
         let mut rargs = vec![i.clone()];
         rargs.extend(carried.iter().cloned());
-        let ys = self.region(f, r, &rargs, m)?;
+        let ys = self.region(f, r, &rargs, &m)?;
         let new: Vec<LV> = if uniform {
             ys
         } else {
-            self.blend_carried(reprs, m, &ys, &carried)
+            self.blend_carried(reprs, &m, &ys, &carried)
         };
         // next = i + step; continue while next > i (no overflow) && next < hi.
         let il = lane_of(&i, 0);
@@ -1920,8 +1957,7 @@ impl Lowerer<'_, '_> {
             let LvLane::V(c) = cont else {
                 return self.err("internal: for continue");
             };
-            let c = self.b.ins().band(c[0], m);
-            LV::V(vec![vec![c]])
+            LV::V(vec![self.mask_and(&c, &m)])
         };
         let mut nv = vec![lane_lv(next)];
         nv.extend(new);
