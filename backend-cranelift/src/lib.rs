@@ -111,21 +111,30 @@ extern "C" fn weft_f16_from_bits(x: i32) -> f32 {
     f16::from_bits(x as u16).to_f32()
 }
 
-fn isa() -> Result<std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa>, CompileError> {
-    let mut flags = settings::builder();
-    let set = |f: &mut settings::Builder, k: &str, v: &str| {
-        f.set(k, v).map_err(|e| CompileError::Isa(e.to_string()))
-    };
-    // `none` by default: at `speed`, Cranelift's e-graph elaboration sinks the per-block
-    // vector setup of a program into its inner loops (MDH ran 2x slower, docs/performance.md);
-    // the lowering already emits straight-line code. WEFT_CL_OPT=speed restores it.
-    let opt = std::env::var("WEFT_CL_OPT").unwrap_or_else(|_| "none".into());
-    set(&mut flags, "opt_level", &opt)?;
-    set(&mut flags, "enable_verifier", "true")?;
-    let isa_builder = cranelift_native::builder().map_err(|e| CompileError::Isa(e.to_string()))?;
-    isa_builder
-        .finish(settings::Flags::new(flags))
-        .map_err(|e| CompileError::Isa(e.to_string()))
+type Isa = std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa>;
+
+/// The host ISA, built once per process (from `cranelift-native`'s detection of the host's
+/// features, so `fma` is a real FMA instruction).
+fn isa() -> Result<Isa, CompileError> {
+    static ISA: std::sync::OnceLock<Result<Isa, String>> = std::sync::OnceLock::new();
+    ISA.get_or_init(|| {
+        let mut flags = settings::builder();
+        let mut set = |k: &str, v: &str| flags.set(k, v).map_err(|e| e.to_string());
+        // `none` by default: at `speed`, Cranelift's e-graph elaboration sinks the per-block
+        // vector setup of a program into its inner loops (MDH ran 2x slower,
+        // docs/performance.md); the lowering emits straight-line code itself.
+        // WEFT_CL_OPT=speed restores it.
+        let opt = std::env::var("WEFT_CL_OPT").unwrap_or_else(|_| "none".into());
+        set("opt_level", &opt)?;
+        // Cranelift's IR verifier: always in debug builds (tests), on demand in release.
+        let verify = cfg!(debug_assertions) || std::env::var_os("WEFT_CL_VERIFY").is_some();
+        set("enable_verifier", if verify { "true" } else { "false" })?;
+        cranelift_native::builder()?
+            .finish(settings::Flags::new(flags))
+            .map_err(|e| e.to_string())
+    })
+    .clone()
+    .map_err(CompileError::Isa)
 }
 
 /// Compiles program `name` of the verified module `m` to host code.
