@@ -4,5 +4,6 @@
 mod builder;
 mod cli;
 mod cpu;
+mod differential;
 mod filetests;
 mod fuzz_parser;
