@@ -1566,6 +1566,23 @@ impl Lowerer<'_, '_> {
         }
     }
 
+    /// Block-call arguments passing `vals` (flattened to CLIF values).
+    fn block_args(vals: &[LV]) -> Vec<BlockArg> {
+        vals.iter()
+            .flat_map(Self::flatten)
+            .map(BlockArg::Value)
+            .collect()
+    }
+
+    /// A loop condition as a mask (a uniform condition is splatted; `m` if it is neither).
+    fn cond_mask(&mut self, c: &LV, m: &[CV]) -> Vec<CV> {
+        match c {
+            LV::V(v) => v[0].clone(),
+            LV::U(u) => self.splat_lane(ScalarType::Bool, u[0]),
+            LV::Array(_) => m.to_vec(),
+        }
+    }
+
     fn flatten(lv: &LV) -> Vec<CV> {
         match lv {
             LV::U(u) => u.clone(),
@@ -1747,28 +1764,16 @@ impl Lowerer<'_, '_> {
                 let LV::U(cv) = &c[0] else {
                     return self.err("internal: uniform while condition is varying");
                 };
-                let exit_args: Vec<BlockArg> = carried
-                    .iter()
-                    .flat_map(Self::flatten)
-                    .map(BlockArg::Value)
-                    .collect();
+                let exit_args: Vec<BlockArg> = Self::block_args(&carried);
                 self.b.ins().brif(cv[0], body, &[], exit, &exit_args);
                 self.b.switch_to_block(body);
                 let ys = self.region(f, second, &carried, &m)?;
                 self.jump_with(hdr, &hdr_tys, &ys)?;
             } else {
-                let cm = match &c[0] {
-                    LV::V(v) => v[0].clone(),
-                    LV::U(u) => self.splat_lane(ScalarType::Bool, u[0]),
-                    _ => m.clone(),
-                };
+                let cm = self.cond_mask(&c[0], &m);
                 let m2 = self.mask_and(&m, &cm);
                 let any = self.mask_any(&m2);
-                let exit_args: Vec<BlockArg> = carried
-                    .iter()
-                    .flat_map(Self::flatten)
-                    .map(BlockArg::Value)
-                    .collect();
+                let exit_args: Vec<BlockArg> = Self::block_args(&carried);
                 self.b.ins().brif(any, body, &[], exit, &exit_args);
                 self.b.switch_to_block(body);
                 let ys = self.region(f, second, &carried, &m2)?;
@@ -1790,11 +1795,7 @@ impl Lowerer<'_, '_> {
                 .map(|(v, &(t, u))| self.fix(t, u, v))
                 .collect::<Result<_, _>>()?;
             let c = self.region(f, second, &new, &m)?;
-            let exit_args: Vec<BlockArg> = new
-                .iter()
-                .flat_map(Self::flatten)
-                .map(BlockArg::Value)
-                .collect();
+            let exit_args: Vec<BlockArg> = Self::block_args(&new);
             if control_uniform {
                 let LV::U(cv) = &c[0] else {
                     return self.err("internal: uniform until condition is varying");
@@ -1804,11 +1805,7 @@ impl Lowerer<'_, '_> {
                 self.b.switch_to_block(again);
                 self.jump_with(hdr, &hdr_tys, &new)?;
             } else {
-                let cm = match &c[0] {
-                    LV::V(v) => v[0].clone(),
-                    LV::U(u) => self.splat_lane(ScalarType::Bool, u[0]),
-                    _ => m.clone(),
-                };
+                let cm = self.cond_mask(&c[0], &m);
                 let m2 = self.mask_andnot(&m, &cm);
                 let any = self.mask_any(&m2);
                 let again = self.b.create_block();
@@ -1891,11 +1888,7 @@ impl Lowerer<'_, '_> {
         let carried = hv[1..1 + reprs.len()].to_vec();
         let act = hv[1 + reprs.len()].clone();
         let body = self.b.create_block();
-        let exit_args: Vec<BlockArg> = carried
-            .iter()
-            .flat_map(Self::flatten)
-            .map(BlockArg::Value)
-            .collect();
+        let exit_args: Vec<BlockArg> = Self::block_args(&carried);
         let m: Vec<CV> = match &act {
             LV::U(a) => {
                 self.b.ins().brif(a[0], body, &[], exit, &exit_args);
