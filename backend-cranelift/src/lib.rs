@@ -2,7 +2,7 @@
 //! Cranelift (128-bit vectors: blocks of 8 elements), as one function in the kernel ABI of
 //! docs/abi.md. A pure compiler: it knows nothing of devices or buffers.
 
-pub mod abi;
+pub use weft_ir::abi;
 mod lower;
 
 pub use abi::Layout;

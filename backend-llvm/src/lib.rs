@@ -1,6 +1,285 @@
-//! weft-backend-llvm: lowers verified weft IR to LLVM IR for host code (ORC) and PTX (NVPTX).
-//! Not yet implemented (the LLVM/CUDA issue); the crate exists so the workspace layout of
-//! DESIGN §1 holds from the start.
+//! weft-backend-llvm: compiles a verified weft program through LLVM 19 (statically linked)
+//! to host code, JIT-loaded by ORC LLJIT in the kernel ABI of docs/abi.md, and to PTX for
+//! NVIDIA GPUs (one element per thread, grid-stride loop). A pure compiler: it knows nothing
+//! of devices or buffers.
+
+mod jit;
+mod lower;
+
+pub use lower::{Flavor, LowerError, HOST_WIDTH};
+pub use weft_ir::abi::Layout;
+
+use inkwell::context::Context;
+use inkwell::memory_buffer::MemoryBuffer;
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{
+    CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
+};
+use inkwell::OptimizationLevel;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+use weft_ir::Module;
 
 /// The backend's name as used by `weft run --backend`.
 pub const NAME: &str = "llvm";
+
+/// Why compilation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    /// No such program.
+    #[error("no program @{0} in the module")]
+    UnknownProgram(String),
+    /// Lowering failed.
+    #[error(transparent)]
+    Lower(#[from] LowerError),
+    /// LLVM rejected the lowered module or failed to generate code (a weft bug).
+    #[error("llvm: {0}")]
+    Llvm(String),
+}
+
+/// Code generation options.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Options {
+    /// Fast-math: float ops get `nnan ninf nsz arcp contract afn`; on PTX, f32 `div` and
+    /// `sqrt` use the approximate instructions (`div.approx.ftz`, `sqrt.approx.ftz`) and f32
+    /// denormals flush to zero, as nvcc `--use_fast_math` does. Results then differ from the
+    /// interpreter (bounds: docs/semantics.md, "Fast-math").
+    pub fast_math: bool,
+}
+
+/// Signature of a compiled host kernel: `(ctx, begin, end)` processes elements
+/// `[begin, end)`; `begin` is a multiple of [`HOST_WIDTH`] and buffers are padded to whole
+/// blocks (docs/abi.md) — the same ABI as the Cranelift backend.
+pub type KernelFn = unsafe extern "C" fn(ctx: *const u64, begin: i64, end: i64);
+
+/// A compiled host program: entry point, context layout, and the JIT code holding it
+/// (released when the kernel is dropped).
+pub struct HostKernel {
+    code: jit::Code,
+    entry: KernelFn,
+    /// Where parameters, outputs and the launch shape go in the context block.
+    pub layout: Layout,
+    /// Time spent in lowering, LLVM optimisation and code generation.
+    pub compile_time: Duration,
+}
+
+impl HostKernel {
+    /// The entry point.
+    ///
+    /// # Safety
+    /// The caller must pass a context block laid out per [`HostKernel::layout`] whose
+    /// pointers address buffers of at least `end` rounded up to a whole block of elements
+    /// (arrays: at least one element), and keep them alive for the call.
+    pub unsafe fn entry(&self) -> KernelFn {
+        let _ = &self.code;
+        self.entry
+    }
+}
+
+/// A program compiled to PTX: the text, its entry name and its parameter layout.
+///
+/// The kernel's parameters are the context words of [`Layout`] as `u64` values (device
+/// pointers for planes, storage bits for uniforms, extents), then `begin: i64` and
+/// `end: i64`; each thread handles elements `begin + tid, begin + tid + stride, …` below
+/// `end`, where `tid` is its global thread index and `stride` the grid's thread count.
+#[derive(Clone, Debug)]
+pub struct PtxKernel {
+    /// PTX assembly.
+    pub ptx: String,
+    /// The `.entry` name.
+    pub entry: String,
+    /// Context words (kernel parameters).
+    pub layout: Layout,
+    /// Time spent in lowering, LLVM optimisation and PTX generation.
+    pub compile_time: Duration,
+}
+
+/// What `weft emit` can print.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EmitTarget {
+    /// Optimised LLVM IR for the host kernel.
+    HostIr,
+    /// Host assembly (x86-64 for this machine's CPU).
+    HostAsm,
+    /// Optimised LLVM IR for the NVPTX kernel.
+    PtxIr,
+    /// PTX assembly.
+    Ptx,
+}
+
+fn init() {
+    static INIT: OnceLock<()> = OnceLock::new();
+    INIT.get_or_init(|| {
+        let c = InitializationConfig::default();
+        Target::initialize_x86(&c);
+        Target::initialize_nvptx(&c);
+    });
+}
+
+fn llvm_err(e: impl ToString) -> CompileError {
+    CompileError::Llvm(e.to_string())
+}
+
+fn expanded(m: &Module, keep_math: bool) -> std::borrow::Cow<'_, Module> {
+    if !keep_math && weft_ir::passes::math::has_math(m) {
+        let mut c = m.clone();
+        weft_ir::passes::expand_math(&mut c);
+        std::borrow::Cow::Owned(c)
+    } else {
+        std::borrow::Cow::Borrowed(m)
+    }
+}
+
+/// The host target machine (this CPU and its features).
+fn host_machine() -> Result<TargetMachine, CompileError> {
+    init();
+    let triple = TargetMachine::get_default_triple();
+    let target = Target::from_triple(&triple).map_err(llvm_err)?;
+    let cpu = TargetMachine::get_host_cpu_name().to_string();
+    let features = TargetMachine::get_host_cpu_features().to_string();
+    target
+        .create_target_machine(
+            &triple,
+            &cpu,
+            &features,
+            OptimizationLevel::Aggressive,
+            RelocMode::PIC,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| CompileError::Llvm("no host target machine".into()))
+}
+
+/// The NVPTX target machine for compute capability `sm` (e.g. 90 for sm_90).
+fn ptx_machine(sm: u32) -> Result<TargetMachine, CompileError> {
+    init();
+    let triple = TargetTriple::create("nvptx64-nvidia-cuda");
+    let target = Target::from_triple(&triple).map_err(llvm_err)?;
+    target
+        .create_target_machine(
+            &triple,
+            &format!("sm_{sm}"),
+            "",
+            OptimizationLevel::Aggressive,
+            RelocMode::Default,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| CompileError::Llvm(format!("no NVPTX target machine for sm_{sm}")))
+}
+
+/// Lowers, parses, verifies and optimises; returns the module (in `ctx`).
+fn build<'c>(
+    ctx: &'c Context,
+    m: &Module,
+    name: &str,
+    flavor: Flavor,
+    opts: Options,
+    tm: &TargetMachine,
+    sym: &str,
+) -> Result<(inkwell::module::Module<'c>, Layout), CompileError> {
+    if m.get(name).is_none() {
+        return Err(CompileError::UnknownProgram(name.to_string()));
+    }
+    let m = expanded(m, false);
+    let header = format!(
+        "target datalayout = \"{}\"\ntarget triple = \"{}\"\n",
+        tm.get_target_data()
+            .get_data_layout()
+            .as_str()
+            .to_string_lossy(),
+        tm.get_triple().as_str().to_string_lossy()
+    );
+    let lowered = lower::lower(&m, name, flavor, opts.fast_math, &header, sym)?;
+    if std::env::var_os("WEFT_DUMP_LLVM").is_some() {
+        eprintln!("{}", lowered.text);
+    }
+    let buf = MemoryBuffer::create_from_memory_range_copy(lowered.text.as_bytes(), name);
+    let module = ctx
+        .create_module_from_ir(buf)
+        .map_err(|e| CompileError::Llvm(format!("{e}\n{}", numbered(&lowered.text))))?;
+    module
+        .verify()
+        .map_err(|e| CompileError::Llvm(format!("{e}")))?;
+    module
+        .run_passes("default<O3>", tm, PassBuilderOptions::create())
+        .map_err(llvm_err)?;
+    Ok((module, lowered.layout))
+}
+
+fn numbered(text: &str) -> String {
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| format!("{:5} {l}\n", i + 1))
+        .collect()
+}
+
+/// Compiles program `name` of the verified module `m` to host code and loads it with ORC.
+pub fn compile_host(m: &Module, name: &str, opts: Options) -> Result<HostKernel, CompileError> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let t0 = Instant::now();
+    let tm = host_machine()?;
+    let sym = format!("weft_kernel_{}", COUNTER.fetch_add(1, Ordering::Relaxed));
+    let ctx = Context::create();
+    let (module, layout) = build(&ctx, m, name, Flavor::Host, opts, &tm, &sym)?;
+    let obj = tm
+        .write_to_memory_buffer(&module, FileType::Object)
+        .map_err(llvm_err)?;
+    let (code, addr) = jit::load(obj.as_slice(), &sym).map_err(CompileError::Llvm)?;
+    // SAFETY: the symbol is the kernel just compiled with this signature.
+    let entry: KernelFn = unsafe { std::mem::transmute::<usize, KernelFn>(addr) };
+    Ok(HostKernel {
+        code,
+        entry,
+        layout,
+        compile_time: t0.elapsed(),
+    })
+}
+
+/// Compiles program `name` of `m` to PTX for compute capability `sm` (70 … 90).
+pub fn compile_ptx(
+    m: &Module,
+    name: &str,
+    sm: u32,
+    opts: Options,
+) -> Result<PtxKernel, CompileError> {
+    let t0 = Instant::now();
+    let tm = ptx_machine(sm)?;
+    let ctx = Context::create();
+    let entry = "weft_kernel".to_string();
+    let (module, layout) = build(&ctx, m, name, Flavor::Ptx, opts, &tm, &entry)?;
+    let buf = tm
+        .write_to_memory_buffer(&module, FileType::Assembly)
+        .map_err(llvm_err)?;
+    let ptx = String::from_utf8_lossy(buf.as_slice()).into_owned();
+    Ok(PtxKernel {
+        ptx,
+        entry,
+        layout,
+        compile_time: t0.elapsed(),
+    })
+}
+
+/// The text of one compilation stage for `weft emit` (`sm` for the PTX targets).
+pub fn emit(
+    m: &Module,
+    name: &str,
+    target: EmitTarget,
+    sm: u32,
+    opts: Options,
+) -> Result<String, CompileError> {
+    let (tm, flavor) = match target {
+        EmitTarget::HostIr | EmitTarget::HostAsm => (host_machine()?, Flavor::Host),
+        EmitTarget::PtxIr | EmitTarget::Ptx => (ptx_machine(sm)?, Flavor::Ptx),
+    };
+    let ctx = Context::create();
+    let (module, _) = build(&ctx, m, name, flavor, opts, &tm, "weft_kernel")?;
+    match target {
+        EmitTarget::HostIr | EmitTarget::PtxIr => Ok(module.print_to_string().to_string()),
+        _ => {
+            let buf = tm
+                .write_to_memory_buffer(&module, FileType::Assembly)
+                .map_err(llvm_err)?;
+            Ok(String::from_utf8_lossy(buf.as_slice()).into_owned())
+        }
+    }
+}

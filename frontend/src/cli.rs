@@ -210,7 +210,11 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
                     .apply(&p.name, &ins, shape.as_deref())
                     .map_err(|e| format!("error: {e}"))?
             } else {
-                weft_runtime::CpuDevice::new()
+                let compiler = match backend.as_str() {
+                    "llvm" => weft_runtime::HostCompiler::Llvm(Default::default()),
+                    _ => weft_runtime::HostCompiler::Cranelift,
+                };
+                weft_runtime::CpuDevice::with_compiler(compiler)
                     .apply(&m, &p.name, &ins, shape.as_deref())
                     .map_err(|e| format!("error: {e}"))?
             };

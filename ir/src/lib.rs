@@ -5,6 +5,7 @@
 //! The interpreter is the definition of weft's semantics (DESIGN §3); every backend must
 //! agree with it bit for bit.
 
+pub mod abi;
 pub mod builder;
 pub mod diag;
 pub mod interp;

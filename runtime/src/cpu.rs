@@ -1,11 +1,12 @@
-//! The CPU device: compile once per program text (in-memory cache), marshal arrays into the
-//! kernel ABI's planes (docs/abi.md), and split the launch over the rayon pool.
+//! The CPU device: compile once per program text (in-memory cache) with Cranelift or LLVM,
+//! marshal arrays into the kernel ABI's planes (docs/abi.md), and split the launch over the
+//! rayon pool.
 
 use half::f16;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use weft_backend_cranelift::abi::{lanes, storage_bytes, BLOCK};
+use weft_backend_cranelift::abi::{lanes, storage_bytes, Layout, BLOCK};
 use weft_backend_cranelift::{compile, CompileError, Kernel};
 use weft_ir::interp::{HostArray, Input, RunError};
 use weft_ir::konst::{canon, f16_from_f64, lane_i64};
@@ -18,19 +19,66 @@ pub enum RuntimeError {
     /// Bad inputs or launch (same messages as the interpreter).
     #[error(transparent)]
     Run(#[from] RunError),
-    /// The program could not be compiled.
+    /// The program could not be compiled (Cranelift).
     #[error(transparent)]
     Compile(#[from] CompileError),
+    /// The program could not be compiled (LLVM).
+    #[error(transparent)]
+    Llvm(#[from] weft_backend_llvm::CompileError),
+}
+
+/// Which code generator a CPU device compiles with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum HostCompiler {
+    /// Cranelift (fast compiles, 128-bit SIMD; the default).
+    #[default]
+    Cranelift,
+    /// LLVM 19 through ORC (slower compiles, the host's widest vectors).
+    Llvm(weft_backend_llvm::Options),
+}
+
+/// A compiled host kernel of either code generator; both use the ABI of docs/abi.md.
+pub enum HostCode {
+    /// From Cranelift.
+    Cranelift(Kernel),
+    /// From LLVM.
+    Llvm(weft_backend_llvm::HostKernel),
+}
+
+impl HostCode {
+    /// The context layout.
+    pub fn layout(&self) -> &Layout {
+        match self {
+            HostCode::Cranelift(k) => &k.layout,
+            HostCode::Llvm(k) => &k.layout,
+        }
+    }
+
+    /// The entry point (`(ctx, begin, end)`).
+    ///
+    /// # Safety
+    /// As [`Kernel::entry`]: a context per [`HostCode::layout`] with buffers padded to whole
+    /// blocks that outlive the call.
+    pub unsafe fn entry(&self) -> unsafe extern "C" fn(*const u64, i64, i64) {
+        // SAFETY: forwarded contract.
+        unsafe {
+            match self {
+                HostCode::Cranelift(k) => k.entry(),
+                HostCode::Llvm(k) => k.entry(),
+            }
+        }
+    }
 }
 
 /// Launches at or below this many elements run on the calling thread.
 const SERIAL_LIMIT: usize = 1 << 11;
 
-/// The CPU device: Cranelift-compiled kernels, cached by (structural hash of the module,
-/// program name).
+/// The CPU device: compiled kernels, cached by (structural hash of the module, program
+/// name).
 #[derive(Default)]
 pub struct CpuDevice {
-    cache: Mutex<HashMap<(u64, String), Arc<Kernel>>>,
+    compiler: HostCompiler,
+    cache: Mutex<HashMap<(u64, String), Arc<HostCode>>>,
 }
 
 /// One plane of kernel data: `len` elements of `bytes` each (little-endian).
@@ -89,13 +137,21 @@ struct Ctx(Vec<u64>);
 unsafe impl Sync for Ctx {}
 
 impl CpuDevice {
-    /// A CPU device with an empty kernel cache.
+    /// A CPU device compiling with Cranelift, with an empty kernel cache.
     pub fn new() -> CpuDevice {
         CpuDevice::default()
     }
 
+    /// A CPU device compiling with `compiler`.
+    pub fn with_compiler(compiler: HostCompiler) -> CpuDevice {
+        CpuDevice {
+            compiler,
+            cache: Mutex::default(),
+        }
+    }
+
     /// The compiled kernel for program `name` of `m`, from the cache or freshly compiled.
-    pub fn kernel(&self, m: &Module, name: &str) -> Result<Arc<Kernel>, RuntimeError> {
+    pub fn kernel(&self, m: &Module, name: &str) -> Result<Arc<HostCode>, RuntimeError> {
         let key = (weft_ir::launch::fingerprint(m), name.to_string());
         if let Some(k) = self
             .cache
@@ -105,7 +161,10 @@ impl CpuDevice {
         {
             return Ok(k.clone());
         }
-        let k = Arc::new(compile(m, name)?);
+        let k = Arc::new(match self.compiler {
+            HostCompiler::Cranelift => HostCode::Cranelift(compile(m, name)?),
+            HostCompiler::Llvm(o) => HostCode::Llvm(weft_backend_llvm::compile_host(m, name, o)?),
+        });
         self.cache
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -148,7 +207,7 @@ impl CpuDevice {
         let (launch, n) = plan_launch(p, inputs, shape)?;
         check_launch_rank(m, p, launch.len())?;
         let kernel = self.kernel(m, name)?;
-        let layout = &kernel.layout;
+        let layout = kernel.layout();
         let padded = n.div_ceil(BLOCK) * BLOCK;
         let mut ctx = vec![0u64; layout.words];
         let mut keep: Vec<Plane> = Vec::new();
@@ -209,7 +268,7 @@ impl CpuDevice {
 /// A prepared launch: a kernel with its inputs copied into kernel buffers (see
 /// [`CpuDevice::launch`]).
 pub struct Launch {
-    kernel: Arc<Kernel>,
+    kernel: Arc<HostCode>,
     ctx: Ctx,
     _inputs: Vec<Plane>,
     outs: Vec<Vec<Plane>>,

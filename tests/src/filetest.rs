@@ -551,26 +551,37 @@ pub enum Backend {
     Interp,
     /// Cranelift-compiled code on the CPU device.
     Cranelift,
+    /// LLVM-compiled code (ORC JIT) on the CPU device.
+    Llvm,
 }
 
 /// The compiled backends every `test interpret` run line also runs on: all of them, or those
-/// named in `WEFT_FILETEST_BACKENDS` (comma-separated, e.g. `cranelift`; `none` for none).
+/// named in `WEFT_FILETEST_BACKENDS` (comma-separated, e.g. `cranelift,llvm`; `none` for none).
 pub fn compiled_backends() -> Vec<Backend> {
     match std::env::var("WEFT_FILETEST_BACKENDS") {
         Ok(v) => v
             .split(',')
             .filter_map(|b| match b.trim() {
                 "cranelift" => Some(Backend::Cranelift),
+                "llvm" => Some(Backend::Llvm),
                 _ => None,
             })
             .collect(),
-        Err(_) => vec![Backend::Cranelift],
+        Err(_) => vec![Backend::Cranelift, Backend::Llvm],
     }
 }
 
-fn cpu() -> &'static weft_runtime::CpuDevice {
-    static CPU: std::sync::OnceLock<weft_runtime::CpuDevice> = std::sync::OnceLock::new();
-    CPU.get_or_init(weft_runtime::CpuDevice::new)
+fn cpu(b: Backend) -> &'static weft_runtime::CpuDevice {
+    use std::sync::OnceLock;
+    use weft_runtime::{CpuDevice, HostCompiler};
+    static CL: OnceLock<CpuDevice> = OnceLock::new();
+    static LLVM: OnceLock<CpuDevice> = OnceLock::new();
+    match b {
+        Backend::Llvm => {
+            LLVM.get_or_init(|| CpuDevice::with_compiler(HostCompiler::Llvm(Default::default())))
+        }
+        _ => CL.get_or_init(CpuDevice::new),
+    }
 }
 
 impl Backend {
@@ -579,6 +590,7 @@ impl Backend {
         match self {
             Backend::Interp => "interp",
             Backend::Cranelift => "cranelift",
+            Backend::Llvm => "llvm",
         }
     }
 
@@ -617,10 +629,10 @@ impl Backend {
                         .map_err(|e| e.to_string())
                 }
             }
-            Backend::Cranelift => {
+            Backend::Cranelift | Backend::Llvm => {
                 if is_apply {
                     let ins: Vec<Input> = apply.iter().flatten().cloned().collect();
-                    return cpu()
+                    return cpu(self)
                         .apply(m, pname, &ins, launch)
                         .map(Got::Arrays)
                         .map_err(|e| e.to_string());
@@ -644,7 +656,7 @@ impl Backend {
                     .zip(apply)
                     .any(|(e, a)| matches!((e, a), (Arg::Value(_), None)));
                 let shape: Option<&[usize]> = if has_varying { None } else { Some(&[1]) };
-                cpu()
+                cpu(self)
                     .apply(m, pname, &ins, shape)
                     .map(|outs| Got::Element(outs.iter().map(|a| a.get(0)).collect()))
                     .map_err(|e| e.to_string())

@@ -1,7 +1,7 @@
-//! The CPU kernel ABI (docs/abi.md): the context block a compiled kernel reads its parameter,
-//! output and launch data from, and how element data is laid out in memory.
+//! The kernel ABI shared by the compiled CPU backends (docs/abi.md): the context block a compiled
+//! kernel reads its parameter, output and launch data from, and how element data is laid out.
 
-use weft_ir::{ParamKind, Program, ScalarType, Type};
+use crate::{ParamKind, Program, ScalarType, Type};
 
 /// Elements processed per SIMD block: two 128-bit vectors of 32-bit lanes, or four of 64-bit
 /// lanes. Two vectors per value give the core independent work to overlap (e.g. two

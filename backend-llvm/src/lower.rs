@@ -1,0 +1,2100 @@
+//! Lowering of a verified weft program to LLVM IR text: one kernel function, either a host
+//! loop over SIMD blocks of [`HOST_WIDTH`] elements (docs/abi.md) or a PTX grid-stride loop
+//! with one element per thread. Text is parsed by LLVM afterwards (as Dr.Jit does), which
+//! keeps the lowering generic over vector widths and easy to read in `weft emit`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write as _;
+use weft_ir::abi::{storage_bytes, Layout};
+use weft_ir::konst::{canon, lane_i64};
+use weft_ir::uniform::{uniform_values, uniform_values_with};
+use weft_ir::{Boundary, Imm, Module, Opcode, ParamKind, Program, Region, ScalarType, Type, Value};
+
+/// Elements per host SIMD block: the CPU ABI's block (docs/abi.md), 256-bit vectors of
+/// 32-bit lanes.
+pub const HOST_WIDTH: usize = weft_ir::abi::BLOCK;
+
+/// Why lowering failed.
+#[derive(Debug, thiserror::Error)]
+#[error("llvm lowering of @{program}: {message}")]
+pub struct LowerError {
+    /// The program being lowered.
+    pub program: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// What the lowering targets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    /// Host CPU: `void(ptr ctx, i64 begin, i64 end)`, blocks of [`HOST_WIDTH`] lanes.
+    Host,
+    /// NVPTX: `ptx_kernel void(i64 w0 .. i64 wN, i64 begin, i64 end)`, one element per
+    /// thread in a grid-stride loop; context words are kernel parameters.
+    Ptx,
+}
+
+/// A lowered value: uniform scalars per tuple lane, varying vectors per tuple lane, or an
+/// array parameter.
+#[derive(Clone, Debug)]
+enum LV {
+    U(Vec<String>),
+    V(Vec<String>),
+    Array(usize),
+}
+
+/// One tuple lane: operand text and whether it is uniform (a scalar).
+#[derive(Clone, Debug)]
+struct Lane {
+    v: String,
+    u: bool,
+}
+
+struct ArrayInfo {
+    planes: Vec<String>,
+    dims: Vec<String>,
+    elem: ScalarType,
+    boundary: Boundary,
+}
+
+struct Frame<'p> {
+    p: &'p Program,
+    vals: Vec<Option<LV>>,
+    uni: Vec<bool>,
+}
+
+fn lty(s: ScalarType) -> &'static str {
+    use ScalarType as S;
+    match s {
+        S::Bool => "i1",
+        S::I8 | S::U8 => "i8",
+        S::I16 | S::U16 => "i16",
+        S::I32 | S::U32 => "i32",
+        S::I64 | S::U64 => "i64",
+        S::F16 => "half",
+        S::F32 => "float",
+        S::F64 => "double",
+    }
+}
+
+/// The storage type of one lane in a buffer (docs/abi.md).
+fn storage_ty(s: ScalarType) -> &'static str {
+    use ScalarType as S;
+    match s {
+        S::F16 | S::F32 => "float",
+        S::F64 => "double",
+        S::I64 | S::U64 => "i64",
+        _ => "i32",
+    }
+}
+
+fn int_of(s: ScalarType) -> ScalarType {
+    match s.bits() {
+        16 => ScalarType::I16,
+        32 => ScalarType::I32,
+        64 => ScalarType::I64,
+        _ => s,
+    }
+}
+
+fn elem_of(t: Type) -> (ScalarType, usize) {
+    t.lanes()
+        .map_or((ScalarType::F32, 1), |(s, n)| (s, n as usize))
+}
+
+/// A literal of scalar type `s` from canonical lane bits.
+fn literal(s: ScalarType, bits: u64) -> String {
+    use ScalarType as S;
+    match s {
+        S::Bool => if bits & 1 != 0 { "true" } else { "false" }.to_string(),
+        S::F16 => format!("0xH{:04X}", bits as u16),
+        S::F32 => {
+            let f = f32::from_bits(bits as u32);
+            if f.is_nan() {
+                format!("bitcast (i32 {} to float)", bits as u32 as i32)
+            } else {
+                format!("0x{:016X}", (f as f64).to_bits())
+            }
+        }
+        S::F64 => format!("0x{:016X}", bits),
+        _ => format!("{}", lane_i64(int_of(s), canon(s, bits))),
+    }
+}
+
+fn lane_of(lv: &LV, l: usize) -> Lane {
+    match lv {
+        LV::U(x) => Lane {
+            v: x[l].clone(),
+            u: true,
+        },
+        LV::V(x) => Lane {
+            v: x[l].clone(),
+            u: false,
+        },
+        LV::Array(_) => Lane {
+            v: "poison".into(),
+            u: true,
+        },
+    }
+}
+
+fn collect(lanes: Vec<Lane>, uni: bool) -> LV {
+    let xs = lanes.into_iter().map(|l| l.v).collect();
+    if uni {
+        LV::U(xs)
+    } else {
+        LV::V(xs)
+    }
+}
+
+/// The lowering state for one kernel.
+pub(crate) struct Lower<'m> {
+    m: &'m Module,
+    flavor: Flavor,
+    fast: bool,
+    program: String,
+    prelude: String,
+    body: String,
+    decls: BTreeSet<String>,
+    helpers: BTreeSet<&'static str>,
+    words: HashMap<usize, String>,
+    tmp: usize,
+    lbl: usize,
+    arrays: Vec<ArrayInfo>,
+    launch_word: usize,
+    /// Host: the block's first element (i64); PTX: the thread's element (i64).
+    base: String,
+}
+
+/// The lowered module text and the context layout of the kernel.
+pub(crate) struct Lowered {
+    pub text: String,
+    pub layout: Layout,
+}
+
+impl<'m> Lower<'m> {
+    fn err<T>(&self, message: impl Into<String>) -> Result<T, LowerError> {
+        Err(LowerError {
+            program: self.program.clone(),
+            message: message.into(),
+        })
+    }
+
+    fn w(&self) -> usize {
+        match self.flavor {
+            Flavor::Host => HOST_WIDTH,
+            Flavor::Ptx => 1,
+        }
+    }
+
+    fn ty(&self, s: ScalarType, u: bool) -> String {
+        if u {
+            lty(s).to_string()
+        } else {
+            format!("<{} x {}>", self.w(), lty(s))
+        }
+    }
+
+    fn mangle(&self, s: ScalarType, u: bool) -> String {
+        let base = match s {
+            ScalarType::F16 => "f16".to_string(),
+            ScalarType::F32 => "f32".to_string(),
+            ScalarType::F64 => "f64".to_string(),
+            _ => lty(s).to_string(),
+        };
+        if u {
+            base
+        } else {
+            format!("v{}{}", self.w(), base)
+        }
+    }
+
+    fn ptr(&self) -> &'static str {
+        match self.flavor {
+            Flavor::Host => "ptr",
+            Flavor::Ptx => "ptr addrspace(1)",
+        }
+    }
+
+    fn fl(&self) -> &'static str {
+        if self.fast {
+            "nnan ninf nsz arcp contract afn "
+        } else {
+            ""
+        }
+    }
+
+    fn t(&mut self) -> String {
+        self.tmp += 1;
+        format!("%t{}", self.tmp)
+    }
+
+    fn label(&mut self, what: &str) -> String {
+        self.lbl += 1;
+        format!("{what}{}", self.lbl)
+    }
+
+    fn line(&mut self, s: impl AsRef<str>) {
+        self.body.push_str("  ");
+        self.body.push_str(s.as_ref());
+        self.body.push('\n');
+    }
+
+    /// `%tN = <rhs>`; returns `%tN`.
+    fn def(&mut self, rhs: impl AsRef<str>) -> String {
+        let t = self.t();
+        self.line(format!("{t} = {}", rhs.as_ref()));
+        t
+    }
+
+    fn block(&mut self, l: &str) {
+        let _ = writeln!(self.body, "{l}:");
+    }
+
+    fn br(&mut self, l: &str) {
+        self.line(format!("br label %{l}"));
+    }
+
+    fn condbr(&mut self, c: &str, a: &str, b: &str) {
+        self.line(format!("br i1 {c}, label %{a}, label %{b}"));
+    }
+
+    fn declare(&mut self, d: String) {
+        self.decls.insert(d);
+    }
+
+    /// `call <ret> @<name>(<args>)`, declaring the intrinsic.
+    fn intrinsic(
+        &mut self,
+        flags: &str,
+        name: &str,
+        ret: &str,
+        args: &[(String, String)],
+    ) -> String {
+        let params: Vec<&str> = args.iter().map(|(t, _)| t.as_str()).collect();
+        self.declare(format!("declare {ret} @{name}({})", params.join(", ")));
+        let list: Vec<String> = args.iter().map(|(t, v)| format!("{t} {v}")).collect();
+        self.def(format!("call {flags}{ret} @{name}({})", list.join(", ")))
+    }
+
+    /// The context word `w` as an i64 operand.
+    fn word(&mut self, w: usize) -> String {
+        if let Some(x) = self.words.get(&w) {
+            return x.clone();
+        }
+        let x = match self.flavor {
+            Flavor::Ptx => format!("%w{w}"),
+            Flavor::Host => {
+                let name = format!("%w{w}");
+                let _ = writeln!(
+                    self.prelude,
+                    "  %w{w}.p = getelementptr inbounds i64, ptr %ctx, i64 {w}\n  {name} = load i64, ptr %w{w}.p, align 8, !invariant.load !0"
+                );
+                name
+            }
+        };
+        self.words.insert(w, x.clone());
+        x
+    }
+
+    /// Context word `w` as a pointer (emitted in the prelude, dominating every use).
+    fn word_ptr(&mut self, w: usize) -> String {
+        let x = self.word(w);
+        let p = format!("%p{w}");
+        let _ = writeln!(self.prelude, "  {p} = inttoptr i64 {x} to {}", self.ptr());
+        p
+    }
+
+    fn alloca(&mut self, ty: &str) -> String {
+        self.tmp += 1;
+        let a = format!("%slot{}", self.tmp);
+        let _ = writeln!(self.prelude, "  {a} = alloca {ty}");
+        a
+    }
+
+    fn splat(&mut self, s: ScalarType, x: &str) -> String {
+        let w = self.w();
+        if w == 1 {
+            return x.to_string();
+        }
+        let st = lty(s);
+        let one = self.def(format!(
+            "insertelement <{w} x {st}> poison, {st} {x}, i64 0"
+        ));
+        self.def(format!(
+            "shufflevector <{w} x {st}> {one}, <{w} x {st}> poison, <{w} x i32> zeroinitializer"
+        ))
+    }
+
+    /// Constant `bits` of type `s`, uniform or splat.
+    fn konst(&self, s: ScalarType, bits: u64, u: bool) -> String {
+        let lit = literal(s, bits);
+        if u {
+            lit
+        } else {
+            format!("splat ({} {lit})", lty(s))
+        }
+    }
+
+    fn to_lane(&mut self, s: ScalarType, l: &Lane, u: bool) -> String {
+        if l.u && !u {
+            self.splat(s, &l.v)
+        } else {
+            l.v.clone()
+        }
+    }
+
+    fn fix(&mut self, ty: Type, u: bool, lv: LV) -> Result<LV, LowerError> {
+        match (lv, u) {
+            (LV::U(xs), false) => {
+                let (s, _) = elem_of(ty);
+                Ok(LV::V(xs.iter().map(|x| self.splat(s, x)).collect()))
+            }
+            (LV::V(_), true) => self.err("internal: a value proved uniform was lowered varying"),
+            (lv, _) => Ok(lv),
+        }
+    }
+
+    fn any(&mut self, m: &str) -> String {
+        let w = self.w();
+        self.intrinsic(
+            "",
+            &format!("llvm.vector.reduce.or.v{w}i1"),
+            "i1",
+            &[(format!("<{w} x i1>"), m.to_string())],
+        )
+    }
+
+    fn and(&mut self, u: bool, a: &str, b: &str) -> String {
+        let t = self.ty(ScalarType::Bool, u);
+        self.def(format!("and {t} {a}, {b}"))
+    }
+
+    fn not(&mut self, u: bool, a: &str) -> String {
+        let t = self.ty(ScalarType::Bool, u);
+        let one = self.konst(ScalarType::Bool, 1, u);
+        self.def(format!("xor {t} {a}, {one}"))
+    }
+
+    // ---------------------------------------------------------------- element-wise ops
+
+    /// One element-wise op on one tuple lane: `s` the operand type, `to` the result type.
+    fn lanewise(
+        &mut self,
+        op: Opcode,
+        s: ScalarType,
+        to: ScalarType,
+        a: &[Lane],
+        u: bool,
+    ) -> Result<Lane, LowerError> {
+        use Opcode as O;
+        let xs: Vec<String> = match op {
+            O::Select => {
+                let c = self.to_lane(ScalarType::Bool, &a[0], u && a[0].u);
+                let x = self.to_lane(s, &a[1], u);
+                let y = self.to_lane(s, &a[2], u);
+                vec![c, x, y]
+            }
+            _ => a.iter().map(|l| self.to_lane(s, l, u)).collect::<Vec<_>>(),
+        };
+        let t = self.ty(s, u);
+        let f = self.fl();
+        let v = match op {
+            O::Select => format!(
+                "select {} {}, {t} {}, {t} {}",
+                self.ty(ScalarType::Bool, u && a[0].u),
+                xs[0],
+                xs[1],
+                xs[2]
+            ),
+            O::Cast => {
+                return Ok(Lane {
+                    v: self.cast(s, to, &xs[0], u),
+                    u,
+                })
+            }
+            O::Bitcast => {
+                return Ok(Lane {
+                    v: self.bitcast(s, to, &xs[0], u),
+                    u,
+                })
+            }
+            O::Eq | O::Ne | O::Lt | O::Le | O::Gt | O::Ge => {
+                if s.is_float() {
+                    let cc = match op {
+                        O::Eq => "oeq",
+                        O::Ne => "une",
+                        O::Lt => "olt",
+                        O::Le => "ole",
+                        O::Gt => "ogt",
+                        _ => "oge",
+                    };
+                    format!("fcmp {f}{cc} {t} {}, {}", xs[0], xs[1])
+                } else {
+                    let sg = s.is_signed_int();
+                    let cc = match op {
+                        O::Eq => "eq",
+                        O::Ne => "ne",
+                        O::Lt => {
+                            if sg {
+                                "slt"
+                            } else {
+                                "ult"
+                            }
+                        }
+                        O::Le => {
+                            if sg {
+                                "sle"
+                            } else {
+                                "ule"
+                            }
+                        }
+                        O::Gt => {
+                            if sg {
+                                "sgt"
+                            } else {
+                                "ugt"
+                            }
+                        }
+                        _ => {
+                            if sg {
+                                "sge"
+                            } else {
+                                "uge"
+                            }
+                        }
+                    };
+                    format!("icmp {cc} {t} {}, {}", xs[0], xs[1])
+                }
+            }
+            _ if s.is_float() => {
+                return Ok(Lane {
+                    v: self.float_op(op, s, &xs, u)?,
+                    u,
+                })
+            }
+            _ => {
+                return Ok(Lane {
+                    v: self.int_op(op, s, &xs, u)?,
+                    u,
+                })
+            }
+        };
+        Ok(Lane { v: self.def(v), u })
+    }
+
+    fn int_op(
+        &mut self,
+        op: Opcode,
+        s: ScalarType,
+        x: &[String],
+        u: bool,
+    ) -> Result<String, LowerError> {
+        use Opcode as O;
+        let t = self.ty(s, u);
+        let sg = s.is_signed_int();
+        let m = self.mangle(s, u);
+        let bin = |o: &str| format!("{o} {t} {}, {}", x[0], x[1]);
+        let v = match op {
+            O::Add => bin("add"),
+            O::Sub => bin("sub"),
+            O::Mul => bin("mul"),
+            O::And => bin("and"),
+            O::Or => bin("or"),
+            O::Xor => bin("xor"),
+            O::Not => {
+                let ones = self.konst(s, u64::MAX, u);
+                format!("xor {t} {}, {ones}", x[0])
+            }
+            O::Neg => {
+                let z = self.konst(s, 0, u);
+                format!("sub {t} {z}, {}", x[0])
+            }
+            O::Abs if sg => {
+                return Ok(self.intrinsic(
+                    "",
+                    &format!("llvm.abs.{m}"),
+                    &t,
+                    &[(t.clone(), x[0].clone()), ("i1".into(), "false".into())],
+                ));
+            }
+            O::Abs => return Ok(x[0].clone()),
+            O::Min | O::Max if s == ScalarType::Bool => {
+                bin(if op == O::Min { "and" } else { "or" })
+            }
+            O::Min | O::Max => {
+                let n = match (op, sg) {
+                    (O::Min, true) => "smin",
+                    (O::Min, false) => "umin",
+                    (_, true) => "smax",
+                    _ => "umax",
+                };
+                return Ok(self.intrinsic(
+                    "",
+                    &format!("llvm.{n}.{m}"),
+                    &t,
+                    &[(t.clone(), x[0].clone()), (t.clone(), x[1].clone())],
+                ));
+            }
+            O::Shl | O::Shr => {
+                let mask = self.konst(s, (s.bits() - 1) as u64, u);
+                let amt = self.def(format!("and {t} {}, {mask}", x[1]));
+                let o = match (op, sg) {
+                    (O::Shl, _) => "shl",
+                    (_, true) => "ashr",
+                    _ => "lshr",
+                };
+                format!("{o} {t} {}, {amt}", x[0])
+            }
+            O::Div | O::Rem => {
+                let tb = self.ty(ScalarType::Bool, u);
+                let zero = self.konst(s, 0, u);
+                let one = self.konst(s, 1, u);
+                let z = self.def(format!("icmp eq {t} {}, {zero}", x[1]));
+                let mut bad = z.clone();
+                if sg {
+                    let min = self.konst(s, 1u64 << (s.bits() - 1), u);
+                    let m1 = self.konst(s, u64::MAX, u);
+                    let a = self.def(format!("icmp eq {t} {}, {min}", x[0]));
+                    let b = self.def(format!("icmp eq {t} {}, {m1}", x[1]));
+                    let ov = self.def(format!("and {tb} {a}, {b}"));
+                    bad = self.def(format!("or {tb} {z}, {ov}"));
+                }
+                let d = self.def(format!("select {tb} {bad}, {t} {one}, {t} {}", x[1]));
+                let (o, fallback) = match (op, sg) {
+                    (O::Div, true) => ("sdiv", self.konst(s, u64::MAX, u)),
+                    (O::Div, false) => ("udiv", self.konst(s, u64::MAX, u)),
+                    (_, true) => ("srem", x[0].clone()),
+                    _ => ("urem", x[0].clone()),
+                };
+                let q = self.def(format!("{o} {t} {}, {d}", x[0]));
+                format!("select {tb} {z}, {t} {fallback}, {t} {q}")
+            }
+            _ => {
+                return self.err(format!(
+                    "op `{}` on {} has no integer lowering",
+                    op.mnemonic(),
+                    s.name()
+                ))
+            }
+        };
+        Ok(self.def(v))
+    }
+
+    fn float_op(
+        &mut self,
+        op: Opcode,
+        s: ScalarType,
+        x: &[String],
+        u: bool,
+    ) -> Result<String, LowerError> {
+        use Opcode as O;
+        let t = self.ty(s, u);
+        let f = self.fl();
+        let m = self.mangle(s, u);
+        let un = |me: &mut Self, n: &str| {
+            me.intrinsic(
+                f,
+                &format!("llvm.{n}.{m}"),
+                &t,
+                &[(t.clone(), x[0].clone())],
+            )
+        };
+        let bin = |o: &str| format!("{o} {f}{t} {}, {}", x[0], x[1]);
+        let v = match op {
+            O::Add => bin("fadd"),
+            O::Sub => bin("fsub"),
+            O::Mul => bin("fmul"),
+            O::Div => {
+                if self.fast && self.flavor == Flavor::Ptx && s == ScalarType::F32 {
+                    return Ok(self.intrinsic(
+                        "",
+                        "llvm.nvvm.div.approx.ftz.f",
+                        "float",
+                        &[
+                            ("float".into(), x[0].clone()),
+                            ("float".into(), x[1].clone()),
+                        ],
+                    ));
+                }
+                bin("fdiv")
+            }
+            O::Rem => {
+                if self.flavor == Flavor::Ptx {
+                    return Ok(self.fmod_ptx(s, &x[0], &x[1]));
+                }
+                bin("frem")
+            }
+            O::Neg => format!("fneg {f}{t} {}", x[0]),
+            O::Abs => return Ok(un(self, "fabs")),
+            O::Sqrt => {
+                if self.fast && self.flavor == Flavor::Ptx && s == ScalarType::F32 {
+                    return Ok(self.intrinsic(
+                        "",
+                        "llvm.nvvm.sqrt.approx.ftz.f",
+                        "float",
+                        &[("float".into(), x[0].clone())],
+                    ));
+                }
+                return Ok(un(self, "sqrt"));
+            }
+            O::Floor => return Ok(un(self, "floor")),
+            O::Ceil => return Ok(un(self, "ceil")),
+            O::Trunc => return Ok(un(self, "trunc")),
+            O::Round => return Ok(un(self, "round")),
+            O::Min | O::Max => {
+                let n = if op == O::Min { "minimum" } else { "maximum" };
+                return Ok(self.intrinsic(
+                    f,
+                    &format!("llvm.{n}.{m}"),
+                    &t,
+                    &[(t.clone(), x[0].clone()), (t.clone(), x[1].clone())],
+                ));
+            }
+            O::Fma if s == ScalarType::F16 => {
+                self.helpers.insert("d2h");
+                return Ok(self.helper_call("f16_fma", u, &[&x[0], &x[1], &x[2]]));
+            }
+            O::Fma => {
+                return Ok(self.intrinsic(
+                    f,
+                    &format!("llvm.fma.{m}"),
+                    &t,
+                    &[
+                        (t.clone(), x[0].clone()),
+                        (t.clone(), x[1].clone()),
+                        (t.clone(), x[2].clone()),
+                    ],
+                ));
+            }
+            _ => {
+                return self.err(format!(
+                    "op `{}` on {} has no float lowering (math functions are expanded first)",
+                    op.mnemonic(),
+                    s.name()
+                ))
+            }
+        };
+        Ok(self.def(v))
+    }
+
+    /// C `fmod` on PTX, where LLVM's `frem` is not exact: the helper works on f64 lanes
+    /// (f16 and f32 convert exactly).
+    fn fmod_ptx(&mut self, s: ScalarType, a: &str, b: &str) -> String {
+        let (x, y) = if s == ScalarType::F64 {
+            (a.to_string(), b.to_string())
+        } else {
+            let t = lty(s);
+            (
+                self.def(format!("fpext {t} {a} to double")),
+                self.def(format!("fpext {t} {b} to double")),
+            )
+        };
+        self.helpers.insert("fmod");
+        let r = self.def(format!("call double @weft_fmod(double {x}, double {y})"));
+        if s == ScalarType::F64 {
+            r
+        } else {
+            self.def(format!("fptrunc double {r} to {}", lty(s)))
+        }
+    }
+
+    /// Calls helper `name` (defined once per module in scalar and vector forms).
+    fn helper_call(&mut self, name: &'static str, u: bool, args: &[&str]) -> String {
+        self.helpers.insert(name);
+        let sfx = if u { "s" } else { "v" };
+        let (ret, arg) = match name {
+            "f16_fma" => ("half", "half"),
+            _ => ("half", "double"),
+        };
+        let rt = if u {
+            ret.to_string()
+        } else {
+            format!("<{} x {ret}>", self.w())
+        };
+        let at = if u {
+            arg.to_string()
+        } else {
+            format!("<{} x {arg}>", self.w())
+        };
+        let list: Vec<String> = args.iter().map(|a| format!("{at} {a}")).collect();
+        self.def(format!("call {rt} @weft_{name}.{sfx}({})", list.join(", ")))
+    }
+
+    fn cast(&mut self, from: ScalarType, to: ScalarType, x: &str, u: bool) -> String {
+        use ScalarType as S;
+        if from == to {
+            return x.to_string();
+        }
+        let (tf, tt) = (self.ty(from, u), self.ty(to, u));
+        if to == S::Bool {
+            let z = self.konst(from, 0, u);
+            return if from.is_float() {
+                self.def(format!("fcmp une {tf} {x}, {z}"))
+            } else {
+                self.def(format!("icmp ne {tf} {x}, {z}"))
+            };
+        }
+        if from.is_float() && to.is_float() {
+            return match (from, to) {
+                (S::F64, S::F16) => self.helper_call("d2h", u, &[x]),
+                _ if from.bits() < to.bits() => self.def(format!("fpext {tf} {x} to {tt}")),
+                _ => self.def(format!("fptrunc {tf} {x} to {tt}")),
+            };
+        }
+        if from.is_float() {
+            // Saturating, NaN → 0 (Rust `as`); f16 is widened first (exact).
+            let (x, from) = if from == S::F16 {
+                let tw = self.ty(S::F32, u);
+                (self.def(format!("fpext {tf} {x} to {tw}")), S::F32)
+            } else {
+                (x.to_string(), from)
+            };
+            let tf = self.ty(from, u);
+            let n = if to.is_signed_int() {
+                "fptosi"
+            } else {
+                "fptoui"
+            };
+            let name = format!(
+                "llvm.{n}.sat.{}.{}",
+                self.mangle(to, u),
+                self.mangle(from, u)
+            );
+            return self.intrinsic("", &name, &tt, &[(tf, x)]);
+        }
+        // From an integer or bool.
+        let sg = from.is_signed_int();
+        if to.is_float() {
+            let o = if sg { "sitofp" } else { "uitofp" };
+            if to == S::F16 {
+                // Through f32: integers that are not exact in f32 overflow f16 anyway.
+                let tw = self.ty(S::F32, u);
+                let w = self.def(format!("{o} {tf} {x} to {tw}"));
+                return self.def(format!("fptrunc {tw} {w} to {tt}"));
+            }
+            return self.def(format!("{o} {tf} {x} to {tt}"));
+        }
+        let (fb, tb) = (from.bits(), to.bits());
+        if fb == tb {
+            x.to_string()
+        } else if fb > tb {
+            self.def(format!("trunc {tf} {x} to {tt}"))
+        } else if sg {
+            self.def(format!("sext {tf} {x} to {tt}"))
+        } else {
+            self.def(format!("zext {tf} {x} to {tt}"))
+        }
+    }
+
+    fn bitcast(&mut self, from: ScalarType, to: ScalarType, x: &str, u: bool) -> String {
+        if lty(from) == lty(to) {
+            return x.to_string();
+        }
+        let (tf, tt) = (self.ty(from, u), self.ty(to, u));
+        self.def(format!("bitcast {tf} {x} to {tt}"))
+    }
+
+    // ---------------------------------------------------------------- memory
+
+    /// Converts a loaded storage value to the register type.
+    fn from_storage(&mut self, s: ScalarType, x: &str, u: bool) -> String {
+        use ScalarType as S;
+        let st = if u {
+            storage_ty(s).to_string()
+        } else {
+            format!("<{} x {}>", self.w(), storage_ty(s))
+        };
+        let t = self.ty(s, u);
+        match s {
+            S::Bool => {
+                let z = if u {
+                    "0".to_string()
+                } else {
+                    "zeroinitializer".to_string()
+                };
+                self.def(format!("icmp ne {st} {x}, {z}"))
+            }
+            S::I8 | S::U8 | S::I16 | S::U16 => self.def(format!("trunc {st} {x} to {t}")),
+            S::F16 => self.def(format!("fptrunc {st} {x} to {t}")),
+            _ => x.to_string(),
+        }
+    }
+
+    fn to_storage(&mut self, s: ScalarType, x: &str, u: bool) -> String {
+        use ScalarType as S;
+        let st = if u {
+            storage_ty(s).to_string()
+        } else {
+            format!("<{} x {}>", self.w(), storage_ty(s))
+        };
+        let t = self.ty(s, u);
+        match s {
+            S::Bool | S::U8 | S::U16 => self.def(format!("zext {t} {x} to {st}")),
+            S::I8 | S::I16 => self.def(format!("sext {t} {x} to {st}")),
+            S::F16 => self.def(format!("fpext {t} {x} to {st}")),
+            _ => x.to_string(),
+        }
+    }
+
+    /// The address of element `e` (i64) of a plane.
+    fn elem_addr(&mut self, s: ScalarType, plane: &str, e: &str) -> String {
+        let p = self.ptr();
+        self.def(format!(
+            "getelementptr inbounds {}, {p} {plane}, i64 {e}",
+            storage_ty(s)
+        ))
+    }
+
+    /// Loads the current block (host) or element (PTX) of a varying plane.
+    fn load_elems(&mut self, s: ScalarType, plane: &str) -> String {
+        let base = self.base.clone();
+        let a = self.elem_addr(s, plane, &base);
+        let u = self.flavor == Flavor::Ptx;
+        let st = if u {
+            storage_ty(s).to_string()
+        } else {
+            format!("<{} x {}>", self.w(), storage_ty(s))
+        };
+        let raw = self.def(format!(
+            "load {st}, {} {a}, align {}, !invariant.load !0",
+            self.ptr(),
+            storage_bytes(s)
+        ));
+        self.from_storage(s, &raw, u)
+    }
+
+    fn store_elems(&mut self, s: ScalarType, plane: &str, x: &str) {
+        let base = self.base.clone();
+        let a = self.elem_addr(s, plane, &base);
+        let u = self.flavor == Flavor::Ptx;
+        let v = self.to_storage(s, x, u);
+        let st = if u {
+            storage_ty(s).to_string()
+        } else {
+            format!("<{} x {}>", self.w(), storage_ty(s))
+        };
+        self.line(format!(
+            "store {st} {v}, {} {a}, align {}",
+            self.ptr(),
+            storage_bytes(s)
+        ));
+    }
+
+    /// An extent word as an i32 (saturated) or i64 lane of type `s`.
+    fn narrow_extent(&mut self, s: ScalarType, x: &str) -> String {
+        if s.bits() == 64 {
+            return x.to_string();
+        }
+        let c = self.intrinsic(
+            "",
+            "llvm.umin.i64",
+            "i64",
+            &[
+                ("i64".into(), x.to_string()),
+                ("i64".into(), format!("{}", i32::MAX)),
+            ],
+        );
+        self.def(format!("trunc i64 {c} to i32"))
+    }
+
+    fn index(&mut self, t: Type) -> LV {
+        let (s, rank) = elem_of(t);
+        let u = self.flavor == Flavor::Ptx;
+        let w = self.w();
+        let e = if u {
+            self.base.clone()
+        } else {
+            let b = self.base.clone();
+            let sb = self.splat(ScalarType::I64, &b);
+            let iota: Vec<String> = (0..w).map(|j| format!("i64 {j}")).collect();
+            self.def(format!("add <{w} x i64> {sb}, <{}>", iota.join(", ")))
+        };
+        let t64 = self.ty(ScalarType::I64, u);
+        let tt = self.ty(s, u);
+        let narrow = |me: &mut Self, c: String| {
+            if s.bits() == 64 {
+                c
+            } else {
+                me.def(format!("trunc {t64} {c} to {tt}"))
+            }
+        };
+        if rank == 1 {
+            return if u {
+                LV::U(vec![narrow(self, e)])
+            } else {
+                LV::V(vec![narrow(self, e)])
+            };
+        }
+        let lw = self.launch_word;
+        let mut per_axis = vec![String::new(); rank];
+        let mut rest = e;
+        for k in (0..rank).rev() {
+            let d = self.word(lw + 1 + k);
+            let d1 = self.intrinsic(
+                "",
+                "llvm.umax.i64",
+                "i64",
+                &[("i64".into(), d), ("i64".into(), "1".into())],
+            );
+            let dv = self.splat(ScalarType::I64, &d1);
+            let c = self.def(format!("urem {t64} {rest}, {dv}"));
+            rest = self.def(format!("udiv {t64} {rest}, {dv}"));
+            per_axis[k] = narrow(self, c);
+        }
+        if u {
+            LV::U(per_axis)
+        } else {
+            LV::V(per_axis)
+        }
+    }
+
+    /// `read`: coordinates (one i32/i64 lane per axis) with the boundary mode applied.
+    fn read(&mut self, ai: usize, cs: ScalarType, coords: &LV) -> Result<LV, LowerError> {
+        let u = matches!(coords, LV::U(_));
+        let (dims, planes, s, boundary) = {
+            let a = &self.arrays[ai];
+            (a.dims.clone(), a.planes.clone(), a.elem, a.boundary)
+        };
+        let t64 = self.ty(ScalarType::I64, u);
+        let tb = self.ty(ScalarType::Bool, u);
+        let zero = self.konst(ScalarType::I64, 0, u);
+        let mut lin = String::new();
+        let mut inb_all: Option<String> = None;
+        for (k, n) in dims.iter().enumerate() {
+            let c = lane_of(coords, k).v;
+            let c = if cs.bits() == 64 {
+                c
+            } else {
+                let tc = self.ty(cs, u);
+                self.def(format!("sext {tc} {c} to {t64}"))
+            };
+            let nv = if u {
+                n.clone()
+            } else {
+                self.splat(ScalarType::I64, n)
+            };
+            // An empty array reads its one zero element (docs/abi.md): use max(n, 1).
+            let n1s = self.intrinsic(
+                "",
+                "llvm.umax.i64",
+                "i64",
+                &[("i64".into(), n.clone()), ("i64".into(), "1".into())],
+            );
+            let n1 = if u {
+                n1s
+            } else {
+                self.splat(ScalarType::I64, &n1s)
+            };
+            let m = self.mangle(ScalarType::I64, u);
+            let c = match boundary {
+                Boundary::Clamp => {
+                    let one = self.konst(ScalarType::I64, 1, u);
+                    let hi = self.def(format!("sub {t64} {n1}, {one}"));
+                    let c = self.intrinsic(
+                        "",
+                        &format!("llvm.smin.{m}"),
+                        &t64,
+                        &[(t64.clone(), c), (t64.clone(), hi)],
+                    );
+                    self.intrinsic(
+                        "",
+                        &format!("llvm.smax.{m}"),
+                        &t64,
+                        &[(t64.clone(), c), (t64.clone(), zero.clone())],
+                    )
+                }
+                Boundary::Repeat => {
+                    let r = self.def(format!("srem {t64} {c}, {n1}"));
+                    let neg = self.def(format!("icmp slt {t64} {r}, {zero}"));
+                    let up = self.def(format!("add {t64} {r}, {n1}"));
+                    self.def(format!("select {tb} {neg}, {t64} {up}, {t64} {r}"))
+                }
+                Boundary::Constant(_) => {
+                    let ge0 = self.def(format!("icmp sge {t64} {c}, {zero}"));
+                    let ltn = self.def(format!("icmp slt {t64} {c}, {nv}"));
+                    let inb = self.def(format!("and {tb} {ge0}, {ltn}"));
+                    inb_all = Some(match inb_all {
+                        None => inb.clone(),
+                        Some(p) => self.def(format!("and {tb} {p}, {inb}")),
+                    });
+                    self.def(format!("select {tb} {inb}, {t64} {c}, {t64} {zero}"))
+                }
+            };
+            lin = if k == 0 {
+                c
+            } else {
+                let t = self.def(format!("mul {t64} {lin}, {n1}"));
+                self.def(format!("add {t64} {t}, {c}"))
+            };
+        }
+        let mut out = Vec::new();
+        let w = self.w();
+        for (l, plane) in planes.iter().enumerate() {
+            let st = storage_ty(s);
+            let raw = if u {
+                let a = self.elem_addr(s, plane, &lin);
+                self.def(format!(
+                    "load {st}, {} {a}, align {}, !invariant.load !0",
+                    self.ptr(),
+                    storage_bytes(s)
+                ))
+            } else {
+                let p = self.ptr();
+                let ptrs = self.def(format!(
+                    "getelementptr inbounds {st}, {p} {plane}, <{w} x i64> {lin}"
+                ));
+                let vt = format!("<{w} x {st}>");
+                let pm = self.mangle(
+                    if s.bits() == 64 {
+                        ScalarType::F64
+                    } else {
+                        ScalarType::F32
+                    },
+                    false,
+                );
+                let name = format!(
+                    "llvm.masked.gather.{}.v{w}p0",
+                    if st.starts_with('i') {
+                        format!("v{w}{st}")
+                    } else {
+                        pm
+                    }
+                );
+                self.intrinsic(
+                    "",
+                    &name,
+                    &vt,
+                    &[
+                        (format!("<{w} x ptr>"), ptrs),
+                        ("i32".into(), format!("{}", storage_bytes(s))),
+                        (format!("<{w} x i1>"), "splat (i1 true)".into()),
+                        (vt.clone(), "poison".into()),
+                    ],
+                )
+            };
+            let mut v = self.from_storage(s, &raw, u);
+            if let (Boundary::Constant(k), Some(inb)) = (boundary, &inb_all) {
+                let c = self.konst(s, k[l], u);
+                let t = self.ty(s, u);
+                v = self.def(format!("select {tb} {inb}, {t} {v}, {t} {c}"));
+            }
+            out.push(v);
+        }
+        Ok(if u { LV::U(out) } else { LV::V(out) })
+    }
+
+    // ---------------------------------------------------------------- regions and ops
+
+    fn get(&self, f: &Frame, v: Value) -> Result<LV, LowerError> {
+        match f.vals.get(v.index()).cloned().flatten() {
+            Some(x) => Ok(x),
+            None => self.err(format!("internal: value {v:?} has no lowering")),
+        }
+    }
+
+    fn set(&mut self, f: &mut Frame, v: Value, lv: LV) -> Result<(), LowerError> {
+        let ty = f.p.ty(v);
+        let lv = if ty.is_array() {
+            lv
+        } else {
+            self.fix(ty, f.uni[v.index()], lv)?
+        };
+        f.vals[v.index()] = Some(lv);
+        Ok(())
+    }
+
+    /// Lowers region `r` with arguments `args` under `mask` (None: all lanes / PTX); returns
+    /// what its terminator passes on.
+    fn region(
+        &mut self,
+        f: &mut Frame,
+        r: Region,
+        args: &[LV],
+        mask: Option<&str>,
+    ) -> Result<Vec<LV>, LowerError> {
+        let p = f.p;
+        for (&a, lv) in p.region(r).args.iter().zip(args) {
+            self.set(f, a, lv.clone())?;
+        }
+        for &op in &p.region(r).ops {
+            let d = p.op(op);
+            if d.opcode.is_terminator() {
+                return d.args.iter().map(|&a| self.get(f, a)).collect();
+            }
+            let results = self.op(f, op, mask)?;
+            for (&v, lv) in d.results.iter().zip(results) {
+                self.set(f, v, lv)?;
+            }
+        }
+        Ok(Vec::new())
+    }
+
+    fn op(
+        &mut self,
+        f: &mut Frame,
+        op: weft_ir::Op,
+        mask: Option<&str>,
+    ) -> Result<Vec<LV>, LowerError> {
+        use Opcode as O;
+        let p = f.p;
+        let d = p.op(op);
+        let res_ty = d.results.first().map(|&v| p.ty(v));
+        let res_uni = d.results.first().is_some_and(|&v| f.uni[v.index()]);
+        let args: Vec<LV> = d
+            .args
+            .iter()
+            .map(|&a| self.get(f, a))
+            .collect::<Result<_, _>>()?;
+        let aty = |i: usize| p.ty(d.args[i]);
+        match d.opcode {
+            O::Const => {
+                let Imm::Const(c) = &d.imm else {
+                    return self.err("const without literal");
+                };
+                let s = c.ty.elem_scalar();
+                Ok(vec![LV::U(
+                    c.lane_bits().iter().map(|&b| literal(s, b)).collect(),
+                )])
+            }
+            O::Index => Ok(vec![self.index(res_ty.expect("typed"))]),
+            O::Shape => {
+                let (s, n) = elem_of(res_ty.expect("typed"));
+                let lw = self.launch_word;
+                let xs = (0..n)
+                    .map(|k| {
+                        let x = self.word(lw + 1 + k);
+                        self.narrow_extent(s, &x)
+                    })
+                    .collect();
+                Ok(vec![LV::U(xs)])
+            }
+            O::Extent => {
+                let LV::Array(ai) = args[0] else {
+                    return self.err("extent of a non-array");
+                };
+                let (s, _) = elem_of(res_ty.expect("typed"));
+                let dims = self.arrays[ai].dims.clone();
+                Ok(vec![LV::U(
+                    dims.iter().map(|x| self.narrow_extent(s, x)).collect(),
+                )])
+            }
+            O::Read => {
+                let LV::Array(ai) = args[0] else {
+                    return self.err("read of a non-array");
+                };
+                let (cs, _) = elem_of(aty(1));
+                Ok(vec![self.read(ai, cs, &args[1])?])
+            }
+            O::Tuple => {
+                let (s, _) = elem_of(res_ty.expect("typed"));
+                let lanes: Vec<Lane> = args.iter().map(|a| lane_of(a, 0)).collect();
+                let xs = lanes.iter().map(|l| self.to_lane(s, l, res_uni)).collect();
+                Ok(vec![if res_uni { LV::U(xs) } else { LV::V(xs) }])
+            }
+            O::Extract | O::Swizzle => {
+                let Imm::Lanes(ls) = &d.imm else {
+                    return self.err("lanes missing");
+                };
+                Ok(vec![match &args[0] {
+                    LV::U(x) => LV::U(ls.iter().map(|&l| x[l as usize].clone()).collect()),
+                    LV::V(x) => LV::V(ls.iter().map(|&l| x[l as usize].clone()).collect()),
+                    LV::Array(_) => return self.err("lanes of an array"),
+                }])
+            }
+            O::Insert => {
+                let Imm::Lanes(ls) = &d.imm else {
+                    return self.err("lanes missing");
+                };
+                let (s, n) = elem_of(aty(0));
+                let mut t: Vec<String> = (0..n)
+                    .map(|l| {
+                        let x = lane_of(&args[0], l);
+                        self.to_lane(s, &x, res_uni)
+                    })
+                    .collect();
+                for (k, &l) in ls.iter().enumerate() {
+                    let x = lane_of(&args[1], k);
+                    t[l as usize] = self.to_lane(s, &x, res_uni);
+                }
+                Ok(vec![if res_uni { LV::U(t) } else { LV::V(t) }])
+            }
+            O::Select => {
+                let (s, n) = elem_of(aty(1));
+                let per_lane = elem_of(aty(0)).1 > 1;
+                let mut out = Vec::new();
+                for l in 0..n {
+                    let c = lane_of(&args[0], if per_lane { l } else { 0 });
+                    let (a, b) = (lane_of(&args[1], l), lane_of(&args[2], l));
+                    out.push(self.lanewise(O::Select, s, s, &[c, a, b], res_uni)?);
+                }
+                Ok(vec![collect(out, res_uni)])
+            }
+            O::Dot | O::Length | O::Normalize | O::Cross => {
+                let (s, n) = elem_of(aty(0));
+                let u = res_uni;
+                let a: Vec<Lane> = (0..n).map(|l| lane_of(&args[0], l)).collect();
+                let b: Vec<Lane> = if matches!(d.opcode, O::Dot | O::Cross) {
+                    (0..n).map(|l| lane_of(&args[1], l)).collect()
+                } else {
+                    a.clone()
+                };
+                let out = if d.opcode == O::Cross {
+                    let mut r = Vec::new();
+                    for (i, j) in [(1, 2), (2, 0), (0, 1)] {
+                        let x = self.lanewise(O::Mul, s, s, &[a[i].clone(), b[j].clone()], u)?;
+                        let y = self.lanewise(O::Mul, s, s, &[a[j].clone(), b[i].clone()], u)?;
+                        r.push(self.lanewise(O::Sub, s, s, &[x, y], u)?);
+                    }
+                    r
+                } else {
+                    let mut acc = self.lanewise(O::Mul, s, s, &[a[0].clone(), b[0].clone()], u)?;
+                    for l in 1..n {
+                        let t = self.lanewise(O::Mul, s, s, &[a[l].clone(), b[l].clone()], u)?;
+                        acc = self.lanewise(O::Add, s, s, &[acc, t], u)?;
+                    }
+                    match d.opcode {
+                        O::Dot => vec![acc],
+                        O::Length => vec![self.lanewise(O::Sqrt, s, s, &[acc], u)?],
+                        _ => {
+                            let len = self.lanewise(O::Sqrt, s, s, &[acc], u)?;
+                            let mut r = Vec::new();
+                            for x in &a {
+                                r.push(self.lanewise(
+                                    O::Div,
+                                    s,
+                                    s,
+                                    &[x.clone(), len.clone()],
+                                    u,
+                                )?);
+                            }
+                            r
+                        }
+                    }
+                };
+                Ok(vec![collect(out, u)])
+            }
+            O::If => self.lower_if(f, op, &args, mask),
+            O::For | O::While | O::DoUntil => self.lower_loop(f, op, &args, mask),
+            O::Call => {
+                let Imm::Callee(name) = &d.imm else {
+                    return self.err("call without callee");
+                };
+                let Some(callee) = self.m.get(name) else {
+                    return self.err(format!("unknown callee @{name}"));
+                };
+                let uni = if self.flavor == Flavor::Ptx {
+                    vec![true; callee.num_values()]
+                } else {
+                    let arg_uni: Vec<bool> = args.iter().map(|a| !matches!(a, LV::V(_))).collect();
+                    uniform_values_with(self.m, callee, &arg_uni)
+                };
+                let mut cf = Frame {
+                    p: callee,
+                    vals: vec![None; callee.num_values()],
+                    uni,
+                };
+                for (par, a) in callee.params.iter().zip(&args) {
+                    cf.vals[par.value.index()] = Some(a.clone());
+                }
+                self.region(&mut cf, callee.body, &[], mask)
+            }
+            O::Yield | O::Return => Ok(Vec::new()),
+            _ => {
+                let t_in = aty(0);
+                let (s, n) = elem_of(t_in);
+                let (to, _) = elem_of(res_ty.expect("typed"));
+                let mut out = Vec::with_capacity(n);
+                for l in 0..n {
+                    let ls: Vec<Lane> = args.iter().map(|a| lane_of(a, l)).collect();
+                    out.push(self.lanewise(d.opcode, s, to, &ls, res_uni)?);
+                }
+                Ok(vec![collect(out, res_uni)])
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- control flow
+
+    /// One slot per tuple lane of each (type, uniform) pair.
+    fn slots(&mut self, reprs: &[(Type, bool)]) -> Vec<Vec<(String, String)>> {
+        reprs
+            .iter()
+            .map(|&(t, u)| {
+                let (s, n) = elem_of(t);
+                let ty = self.ty(s, u);
+                (0..n).map(|_| (self.alloca(&ty), ty.clone())).collect()
+            })
+            .collect()
+    }
+
+    fn store_slots(
+        &mut self,
+        slots: &[Vec<(String, String)>],
+        reprs: &[(Type, bool)],
+        vals: &[LV],
+    ) {
+        for ((sl, &(t, u)), v) in slots.iter().zip(reprs).zip(vals) {
+            let (s, _) = elem_of(t);
+            for (l, (a, ty)) in sl.iter().enumerate() {
+                let x = lane_of(v, l);
+                let x = self.to_lane(s, &x, u);
+                self.line(format!("store {ty} {x}, ptr {a}"));
+            }
+        }
+    }
+
+    fn zero_slots(&mut self, slots: &[Vec<(String, String)>]) {
+        for sl in slots {
+            for (a, ty) in sl {
+                self.line(format!("store {ty} zeroinitializer, ptr {a}"));
+            }
+        }
+    }
+
+    fn load_slots(&mut self, slots: &[Vec<(String, String)>], reprs: &[(Type, bool)]) -> Vec<LV> {
+        slots
+            .iter()
+            .zip(reprs)
+            .map(|(sl, &(_, u))| {
+                let xs: Vec<String> = sl
+                    .iter()
+                    .map(|(a, ty)| self.def(format!("load {ty}, ptr {a}")))
+                    .collect();
+                if u {
+                    LV::U(xs)
+                } else {
+                    LV::V(xs)
+                }
+            })
+            .collect()
+    }
+
+    fn result_reprs(f: &Frame, op: weft_ir::Op, force_varying: bool) -> Vec<(Type, bool)> {
+        f.p.op(op)
+            .results
+            .iter()
+            .map(|&v| (f.p.ty(v), f.uni[v.index()] && !force_varying))
+            .collect()
+    }
+
+    fn lower_if(
+        &mut self,
+        f: &mut Frame,
+        op: weft_ir::Op,
+        args: &[LV],
+        mask: Option<&str>,
+    ) -> Result<Vec<LV>, LowerError> {
+        let d = f.p.op(op);
+        let (then_r, else_r) = (d.regions[0], d.regions[1]);
+        let c = lane_of(&args[0], 0);
+        let reprs = Self::result_reprs(f, op, !c.u);
+        let slots = self.slots(&reprs);
+        let (lt, le, lj) = (self.label("then"), self.label("else"), self.label("endif"));
+        if c.u {
+            self.condbr(&c.v, &lt, &le);
+            self.block(&lt);
+            let ys = self.region(f, then_r, &[], mask)?;
+            self.store_slots(&slots, &reprs, &ys);
+            self.br(&lj);
+            self.block(&le);
+            let ys = self.region(f, else_r, &[], mask)?;
+            self.store_slots(&slots, &reprs, &ys);
+            self.br(&lj);
+            self.block(&lj);
+            return Ok(self.load_slots(&slots, &reprs));
+        }
+        // Divergent: each arm runs under its mask (skipped when no lane is active); the
+        // results merge per lane.
+        let all = self.konst(ScalarType::Bool, 1, false);
+        let m = mask.map_or(all, str::to_string);
+        let tm = self.and(false, &m, &c.v);
+        let nc = self.not(false, &c.v);
+        let em = self.and(false, &m, &nc);
+        let else_slots = self.slots(&reprs);
+        self.zero_slots(&slots);
+        self.zero_slots(&else_slots);
+        let (st, se) = (self.label("skipthen"), self.label("skipelse"));
+        let any_t = self.any(&tm);
+        self.condbr(&any_t, &lt, &st);
+        self.block(&lt);
+        let ys = self.region(f, then_r, &[], Some(&tm))?;
+        self.store_slots(&slots, &reprs, &ys);
+        self.br(&st);
+        self.block(&st);
+        let any_e = self.any(&em);
+        self.condbr(&any_e, &le, &se);
+        self.block(&le);
+        let ys = self.region(f, else_r, &[], Some(&em))?;
+        self.store_slots(&else_slots, &reprs, &ys);
+        self.br(&se);
+        self.block(&se);
+        self.br(&lj);
+        self.block(&lj);
+        let a = self.load_slots(&slots, &reprs);
+        let b = self.load_slots(&else_slots, &reprs);
+        Ok(self.blend(&c.v, &reprs, &a, &b))
+    }
+
+    /// Per lane: `a` where `m`, else `b` (varying values).
+    fn blend(&mut self, m: &str, reprs: &[(Type, bool)], a: &[LV], b: &[LV]) -> Vec<LV> {
+        let w = self.w();
+        a.iter()
+            .zip(b)
+            .zip(reprs)
+            .map(|((x, y), &(t, _))| {
+                let (s, n) = elem_of(t);
+                let ty = self.ty(s, false);
+                LV::V(
+                    (0..n)
+                        .map(|l| {
+                            let xa = lane_of(x, l);
+                            let xa = self.to_lane(s, &xa, false);
+                            let yb = lane_of(y, l);
+                            let yb = self.to_lane(s, &yb, false);
+                            self.def(format!("select <{w} x i1> {m}, {ty} {xa}, {ty} {yb}"))
+                        })
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    fn lower_loop(
+        &mut self,
+        f: &mut Frame,
+        op: weft_ir::Op,
+        args: &[LV],
+        mask: Option<&str>,
+    ) -> Result<Vec<LV>, LowerError> {
+        use Opcode as O;
+        let p = f.p;
+        let d = p.op(op);
+        let (inits, ctl) = match d.opcode {
+            O::For => (&args[3..], &args[..3]),
+            _ => (args, &args[..0]),
+        };
+        let uniform = match d.opcode {
+            O::For => ctl.iter().all(|c| matches!(c, LV::U(_))),
+            _ => {
+                let cond_r = if d.opcode == O::While {
+                    d.regions[0]
+                } else {
+                    d.regions[1]
+                };
+                let term = *p.region(cond_r).ops.last().expect("terminated region");
+                f.uni[p.op(term).args[0].index()]
+            }
+        };
+        let reprs = Self::result_reprs(f, op, !uniform);
+        let slots = self.slots(&reprs);
+        self.store_slots(&slots, &reprs, inits);
+        let act_slot = if uniform {
+            None
+        } else {
+            Some(self.alloca(&format!("<{} x i1>", self.w())))
+        };
+        let all = self.konst(ScalarType::Bool, 1, false);
+        let mask0 = mask.map_or(all, str::to_string);
+        let (hdr, body, exit) = (
+            self.label("loop"),
+            self.label("body"),
+            self.label("endloop"),
+        );
+        match d.opcode {
+            O::For => {
+                let ity = p.ty(d.args[0]);
+                let (s, _) = elem_of(ity);
+                let (lo, hi, step) = (
+                    lane_of(&ctl[0], 0),
+                    lane_of(&ctl[1], 0),
+                    lane_of(&ctl[2], 0),
+                );
+                let zero = Lane {
+                    v: literal(s, 0),
+                    u: true,
+                };
+                let pos =
+                    self.lanewise(O::Gt, s, ScalarType::Bool, &[step.clone(), zero], uniform)?;
+                let lt = self.lanewise(
+                    O::Lt,
+                    s,
+                    ScalarType::Bool,
+                    &[lo.clone(), hi.clone()],
+                    uniform,
+                )?;
+                let go = self.and(uniform, &pos.v, &lt.v);
+                let islot = self.alloca(&self.ty(s, uniform));
+                let lo_v = self.to_lane(s, &lo, uniform);
+                self.line(format!("store {} {lo_v}, ptr {islot}", self.ty(s, uniform)));
+                let go = if let Some(a) = &act_slot {
+                    let g = self.and(false, &go, &mask0);
+                    self.line(format!("store <{} x i1> {g}, ptr {a}", self.w()));
+                    self.br(&hdr);
+                    self.block(&hdr);
+                    let act = self.def(format!("load <{} x i1>, ptr {a}", self.w()));
+                    let any = self.any(&act);
+                    self.condbr(&any, &body, &exit);
+                    Some(act)
+                } else {
+                    self.condbr(&go, &body, &exit);
+                    None
+                };
+                self.block(&body);
+                let act = match (&act_slot, go) {
+                    (Some(_), Some(act)) => Some(act),
+                    _ => None,
+                };
+                let m = act.as_deref().or(mask);
+                let i = self.def(format!("load {}, ptr {islot}", self.ty(s, uniform)));
+                let carried = self.load_slots(&slots, &reprs);
+                let il = Lane {
+                    v: i.clone(),
+                    u: uniform,
+                };
+                let mut rargs = vec![if uniform {
+                    LV::U(vec![i])
+                } else {
+                    LV::V(vec![i])
+                }];
+                rargs.extend(carried.iter().cloned());
+                let ys = self.region(f, d.regions[0], &rargs, m)?;
+                let new = match &act {
+                    Some(a) => self.blend(a, &reprs, &ys, &carried),
+                    None => ys,
+                };
+                self.store_slots(&slots, &reprs, &new);
+                let next = self.lanewise(O::Add, s, s, &[il.clone(), step], uniform)?;
+                let gt = self.lanewise(O::Gt, s, ScalarType::Bool, &[next.clone(), il], uniform)?;
+                let lt = self.lanewise(O::Lt, s, ScalarType::Bool, &[next.clone(), hi], uniform)?;
+                let cont = self.and(uniform, &gt.v, &lt.v);
+                self.line(format!(
+                    "store {} {}, ptr {islot}",
+                    self.ty(s, uniform),
+                    next.v
+                ));
+                match (&act_slot, &act) {
+                    (Some(a), Some(act)) => {
+                        let c = self.and(false, &cont, act);
+                        self.line(format!("store <{} x i1> {c}, ptr {a}", self.w()));
+                        self.br(&hdr);
+                    }
+                    _ => self.condbr(&cont, &body, &exit),
+                }
+            }
+            O::While => {
+                if let Some(a) = &act_slot {
+                    self.line(format!("store <{} x i1> {mask0}, ptr {a}", self.w()));
+                }
+                self.br(&hdr);
+                self.block(&hdr);
+                let carried = self.load_slots(&slots, &reprs);
+                let act = act_slot
+                    .as_ref()
+                    .map(|a| self.def(format!("load <{} x i1>, ptr {a}", self.w())));
+                let m = act.as_deref().or(mask);
+                let c = self.region(f, d.regions[0], &carried, m)?;
+                let c = lane_of(&c[0], 0);
+                let act2 = match &act {
+                    Some(a) => {
+                        let cv = self.to_lane(ScalarType::Bool, &c, false);
+                        let a2 = self.and(false, a, &cv);
+                        self.line(format!(
+                            "store <{} x i1> {a2}, ptr {}",
+                            self.w(),
+                            act_slot.as_ref().expect("slot")
+                        ));
+                        let any = self.any(&a2);
+                        self.condbr(&any, &body, &exit);
+                        Some(a2)
+                    }
+                    None => {
+                        self.condbr(&c.v, &body, &exit);
+                        None
+                    }
+                };
+                self.block(&body);
+                let m = act2.as_deref().or(mask);
+                let ys = self.region(f, d.regions[1], &carried, m)?;
+                let new = match &act2 {
+                    Some(a) => self.blend(a, &reprs, &ys, &carried),
+                    None => ys,
+                };
+                self.store_slots(&slots, &reprs, &new);
+                self.br(&hdr);
+            }
+            _ => {
+                // do … until
+                if let Some(a) = &act_slot {
+                    self.line(format!("store <{} x i1> {mask0}, ptr {a}", self.w()));
+                }
+                self.br(&body);
+                self.block(&body);
+                let carried = self.load_slots(&slots, &reprs);
+                let act = act_slot
+                    .as_ref()
+                    .map(|a| self.def(format!("load <{} x i1>, ptr {a}", self.w())));
+                let m = act.as_deref().or(mask);
+                let ys = self.region(f, d.regions[0], &carried, m)?;
+                let new = match &act {
+                    Some(a) => self.blend(a, &reprs, &ys, &carried),
+                    None => ys,
+                };
+                self.store_slots(&slots, &reprs, &new);
+                let new = self.load_slots(&slots, &reprs);
+                let un = self.region(f, d.regions[1], &new, m)?;
+                let un = lane_of(&un[0], 0);
+                match &act {
+                    Some(a) => {
+                        let uv = self.to_lane(ScalarType::Bool, &un, false);
+                        let nu = self.not(false, &uv);
+                        let a2 = self.and(false, a, &nu);
+                        self.line(format!(
+                            "store <{} x i1> {a2}, ptr {}",
+                            self.w(),
+                            act_slot.as_ref().expect("slot")
+                        ));
+                        let any = self.any(&a2);
+                        self.condbr(&any, &body, &exit);
+                    }
+                    None => self.condbr(&un.v, &exit, &body),
+                }
+            }
+        }
+        self.block(&exit);
+        Ok(self.load_slots(&slots, &reprs))
+    }
+}
+
+/// Lowers program `name` of `m` (math already expanded where needed) to a module text.
+pub(crate) fn lower(
+    m: &Module,
+    name: &str,
+    flavor: Flavor,
+    fast: bool,
+    header: &str,
+    sym: &str,
+) -> Result<Lowered, LowerError> {
+    let Some(p) = m.get(name) else {
+        return Err(LowerError {
+            program: name.to_string(),
+            message: "no such program in the module".into(),
+        });
+    };
+    let layout = Layout::new(p);
+    let mut l = Lower {
+        m,
+        flavor,
+        fast,
+        program: name.to_string(),
+        prelude: String::new(),
+        body: String::new(),
+        decls: BTreeSet::new(),
+        helpers: BTreeSet::new(),
+        words: HashMap::new(),
+        tmp: 0,
+        lbl: 0,
+        arrays: Vec::new(),
+        launch_word: layout.launch,
+        base: "%base".into(),
+    };
+    let uni = match flavor {
+        Flavor::Host => uniform_values(m, p),
+        Flavor::Ptx => vec![true; p.num_values()],
+    };
+    let mut f = Frame {
+        p,
+        vals: vec![None; p.num_values()],
+        uni,
+    };
+    // Parameters: uniform words and array planes are read in the prelude; varying planes
+    // are loaded per block inside the loop.
+    let mut varying: Vec<(Value, ScalarType, Vec<String>)> = Vec::new();
+    for (i, par) in p.params.iter().enumerate() {
+        let w0 = layout.params[i];
+        let t = p.ty(par.value);
+        match par.kind {
+            ParamKind::Uniform => {
+                let (s, n) = elem_of(t);
+                let xs = (0..n)
+                    .map(|k| {
+                        let x = l.word(w0 + k);
+                        uniform_word(&mut l, s, &x)
+                    })
+                    .collect();
+                f.vals[par.value.index()] = Some(LV::U(xs));
+            }
+            ParamKind::Varying => {
+                let (s, n) = elem_of(t);
+                let planes = (0..n).map(|k| l.word_ptr(w0 + k)).collect();
+                varying.push((par.value, s, planes));
+            }
+            ParamKind::Array => {
+                let (dims, e, boundary) = t.array_parts().expect("array type");
+                let (s, n) = elem_of(e);
+                let planes = (0..n).map(|k| l.word_ptr(w0 + k)).collect();
+                let dims = (0..dims as usize).map(|k| l.word(w0 + n + k)).collect();
+                l.arrays.push(ArrayInfo {
+                    planes,
+                    dims,
+                    elem: s,
+                    boundary,
+                });
+                f.vals[par.value.index()] = Some(LV::Array(l.arrays.len() - 1));
+            }
+        }
+    }
+    let out_planes: Vec<(ScalarType, Vec<String>)> = p
+        .outputs
+        .iter()
+        .enumerate()
+        .map(|(k, o)| {
+            let (s, n) = elem_of(o.ty);
+            (
+                s,
+                (0..n).map(|j| l.word_ptr(layout.outputs[k] + j)).collect(),
+            )
+        })
+        .collect();
+    let w = l.w();
+    // The element loop.
+    l.block("body");
+    let mask = match flavor {
+        Flavor::Host => {
+            let sb = l.splat(ScalarType::I64, "%base");
+            let iota: Vec<String> = (0..w).map(|j| format!("i64 {j}")).collect();
+            let e = l.def(format!("add <{w} x i64> {sb}, <{}>", iota.join(", ")));
+            let se = l.splat(ScalarType::I64, "%end");
+            Some(l.def(format!("icmp slt <{w} x i64> {e}, {se}")))
+        }
+        Flavor::Ptx => None,
+    };
+    for (v, s, planes) in &varying {
+        let xs = planes.iter().map(|pl| l.load_elems(*s, pl)).collect();
+        let u = flavor == Flavor::Ptx;
+        f.vals[v.index()] = Some(if u { LV::U(xs) } else { LV::V(xs) });
+    }
+    let outs = l.region(&mut f, p.body, &[], mask.as_deref())?;
+    for ((s, planes), v) in out_planes.iter().zip(&outs) {
+        for (j, pl) in planes.iter().enumerate() {
+            let x = lane_of(v, j);
+            let x = l.to_lane(*s, &x, flavor == Flavor::Ptx);
+            l.store_elems(*s, pl, &x);
+        }
+    }
+    l.br("latch");
+    let mut text = String::new();
+    text.push_str(header);
+    let fattrs = if fast {
+        " \"unsafe-fp-math\"=\"true\" \"no-nans-fp-math\"=\"true\" \"no-infs-fp-math\"=\"true\" \"no-signed-zeros-fp-math\"=\"true\" \"approx-func-fp-math\"=\"true\""
+    } else {
+        ""
+    };
+    match flavor {
+        Flavor::Host => {
+            let _ = writeln!(text, "define void @{sym}(ptr noalias nocapture readonly %ctx, i64 %begin, i64 %end) #0 {{\nentry:");
+            text.push_str(&l.prelude);
+            text.push_str("  br label %head\nhead:\n  %base = phi i64 [ %begin, %entry ], [ %next, %latch ]\n  %more = icmp slt i64 %base, %end\n  br i1 %more, label %body, label %exit\n");
+            text.push_str(&l.body);
+            let _ = writeln!(
+                text,
+                "latch:\n  %next = add i64 %base, {w}\n  br label %head\nexit:\n  ret void\n}}"
+            );
+            let _ = writeln!(text, "attributes #0 = {{ nounwind{fattrs} }}");
+        }
+        Flavor::Ptx => {
+            let params: Vec<String> = (0..layout.words).map(|i| format!("i64 %w{i}")).collect();
+            let _ = writeln!(
+                text,
+                "define ptx_kernel void @{sym}({}, i64 %begin, i64 %end) #0 {{\nentry:",
+                params.join(", ")
+            );
+            text.push_str("  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n  %ntid = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n  %ctaid = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n  %nctaid = call i32 @llvm.nvvm.read.ptx.sreg.nctaid.x()\n");
+            text.push_str("  %tid64 = zext i32 %tid to i64\n  %ntid64 = zext i32 %ntid to i64\n  %ctaid64 = zext i32 %ctaid to i64\n  %nctaid64 = zext i32 %nctaid to i64\n  %blk = mul i64 %ctaid64, %ntid64\n  %first0 = add i64 %blk, %tid64\n  %first = add i64 %first0, %begin\n  %stride = mul i64 %ntid64, %nctaid64\n");
+            text.push_str(&l.prelude);
+            text.push_str("  br label %head\nhead:\n  %base = phi i64 [ %first, %entry ], [ %next, %latch ]\n  %more = icmp slt i64 %base, %end\n  br i1 %more, label %body, label %exit\n");
+            text.push_str(&l.body);
+            text.push_str("latch:\n  %next = add i64 %base, %stride\n  br label %head\nexit:\n  ret void\n}\n");
+            for r in ["tid", "ntid", "ctaid", "nctaid"] {
+                let _ = writeln!(text, "declare i32 @llvm.nvvm.read.ptx.sreg.{r}.x()");
+            }
+            let _ = writeln!(
+                text,
+                "attributes #0 = {{ nounwind{fattrs}{} }}",
+                if fast {
+                    " \"denormal-fp-math-f32\"=\"preserve-sign\""
+                } else {
+                    ""
+                }
+            );
+            let _ = writeln!(
+                text,
+                "!nvvm.annotations = !{{!1}}\n!1 = !{{ptr @{sym}, !\"kernel\", i32 1}}"
+            );
+        }
+    }
+    // Helper bodies go after the kernel; their declarations join the kernel's (once each).
+    let mut helpers = String::new();
+    for h in &l.helpers {
+        for line in helper_text(h, w).lines() {
+            if line.starts_with("declare ") {
+                l.decls.insert(line.to_string());
+            } else {
+                helpers.push_str(line);
+                helpers.push('\n');
+            }
+        }
+    }
+    for d in &l.decls {
+        text.push_str(d);
+        text.push('\n');
+    }
+    text.push_str(&helpers);
+    text.push_str("!0 = !{}\n");
+    Ok(Lowered { text, layout })
+}
+
+/// A uniform parameter's lane from its context word (storage bits, docs/abi.md).
+fn uniform_word(l: &mut Lower, s: ScalarType, x: &str) -> String {
+    use ScalarType as S;
+    let mut pre = String::new();
+    let r = match s {
+        S::I64 | S::U64 => x.to_string(),
+        S::F64 => {
+            let t = format!("%u{}", x.trim_start_matches('%'));
+            let _ = writeln!(pre, "  {t} = bitcast i64 {x} to double");
+            t
+        }
+        _ => {
+            let t32 = format!("%u{}.32", x.trim_start_matches('%'));
+            let _ = writeln!(pre, "  {t32} = trunc i64 {x} to i32");
+            let t = format!("%u{}", x.trim_start_matches('%'));
+            match s {
+                S::I32 | S::U32 => {
+                    return {
+                        l.prelude.push_str(&pre);
+                        t32
+                    }
+                }
+                S::F32 => {
+                    let _ = writeln!(pre, "  {t} = bitcast i32 {t32} to float");
+                }
+                S::F16 => {
+                    let _ = writeln!(
+                        pre,
+                        "  {t}.f = bitcast i32 {t32} to float\n  {t} = fptrunc float {t}.f to half"
+                    );
+                }
+                S::Bool => {
+                    let _ = writeln!(pre, "  {t} = icmp ne i32 {t32}, 0");
+                }
+                _ => {
+                    let _ = writeln!(pre, "  {t} = trunc i32 {t32} to {}", lty(s));
+                }
+            }
+            t
+        }
+    };
+    l.prelude.push_str(&pre);
+    r
+}
+
+/// Text of a helper function, in scalar (`.s`) and `w`-lane vector (`.v`) forms.
+fn helper_text(name: &str, w: usize) -> String {
+    let forms = |tmpl: &str| -> String {
+        let mut out = String::new();
+        for (sfx, vec) in [("s", false), ("v", true)] {
+            if vec && w == 1 {
+                continue;
+            }
+            let ty = |t: &str| {
+                if vec {
+                    format!("<{w} x {t}>")
+                } else {
+                    t.to_string()
+                }
+            };
+            let sp = |t: &str, v: &str| {
+                if vec {
+                    format!("splat ({t} {v})")
+                } else {
+                    v.to_string()
+                }
+            };
+            let mangle = |t: &str| {
+                if vec {
+                    format!("v{w}{t}")
+                } else {
+                    t.to_string()
+                }
+            };
+            let text = tmpl
+                .replace("{SFX}", sfx)
+                .replace("{H}", &ty("half"))
+                .replace("{F}", &ty("float"))
+                .replace("{D}", &ty("double"))
+                .replace("{I32}", &ty("i32"))
+                .replace("{I64}", &ty("i64"))
+                .replace("{B}", &ty("i1"))
+                .replace("{mD}", &mangle("f64"))
+                .replace("{D0}", &sp("double", "0.0"))
+                .replace("{DINF}", &sp("double", "0x7FF0000000000000"))
+                .replace("{I32_1}", &sp("i32", "1"))
+                .replace("{I64_1}", &sp("i64", "1"));
+            out.push_str(&text);
+        }
+        out
+    };
+    match name {
+        // f64 → f16 rounded once: round to odd at f32 precision (exact information kept in
+        // the sticky bit), then f32 → f16 rounds to nearest even correctly.
+        "d2h" => forms(
+            "define internal {H} @weft_d2h.{SFX}({D} %d) alwaysinline {
+  %f = fptrunc {D} %d to {F}
+  %back = fpext {F} %f to {D}
+  %inexact = fcmp one {D} %back, %d
+  %ab = call {D} @llvm.fabs.{mD}({D} %back)
+  %ad = call {D} @llvm.fabs.{mD}({D} %d)
+  %away = fcmp ogt {D} %ab, %ad
+  %fb = bitcast {F} %f to {I32}
+  %dec = sub {I32} %fb, {I32_1}
+  %fb2 = select {B} %away, {I32} %dec, {I32} %fb
+  %odd = or {I32} %fb2, {I32_1}
+  %fb3 = select {B} %inexact, {I32} %odd, {I32} %fb
+  %f2 = bitcast {I32} %fb3 to {F}
+  %h = fptrunc {F} %f2 to {H}
+  ret {H} %h
+}
+declare {D} @llvm.fabs.{mD}({D})
+",
+        ),
+        // binary16 fma rounded once (the interpreter's algorithm): exact f64 product, sum
+        // rounded to odd, then f64 → f16.
+        "f16_fma" => forms(
+            "define internal {H} @weft_f16_fma.{SFX}({H} %a, {H} %b, {H} %c) alwaysinline {
+  %x = fpext {H} %a to {D}
+  %y = fpext {H} %b to {D}
+  %z = fpext {H} %c to {D}
+  %p = fmul {D} %x, %y
+  %s = fadd {D} %p, %z
+  %bb = fsub {D} %s, %p
+  %sb = fsub {D} %s, %bb
+  %e1 = fsub {D} %p, %sb
+  %e2 = fsub {D} %z, %bb
+  %e = fadd {D} %e1, %e2
+  %as = call {D} @llvm.fabs.{mD}({D} %s)
+  %fin = fcmp olt {D} %as, {DINF}
+  %enz = fcmp une {D} %e, {D0}
+  %snz = fcmp une {D} %s, {D0}
+  %ok0 = and {B} %fin, %enz
+  %ok = and {B} %ok0, %snz
+  %epos = fcmp ogt {D} %e, {D0}
+  %spos = fcmp ogt {D} %s, {D0}
+  %diff = xor {B} %epos, %spos
+  %bits = bitcast {D} %s to {I64}
+  %dec = sub {I64} %bits, {I64_1}
+  %b1 = select {B} %diff, {I64} %dec, {I64} %bits
+  %b2 = or {I64} %b1, {I64_1}
+  %b3 = select {B} %ok, {I64} %b2, {I64} %bits
+  %s2 = bitcast {I64} %b3 to {D}
+  %h = call {H} @weft_d2h.{SFX}({D} %s2)
+  ret {H} %h
+}
+",
+        ),
+        "fmod" => FMOD_PTX.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Exact C `fmod` on f64 for PTX (LLVM's NVPTX `frem` is `x - trunc(x/y)*y`, not exact):
+/// shift-and-subtract on the significands, as musl's fmod does.
+const FMOD_PTX: &str = "define internal double @weft_fmod(double %x, double %y) alwaysinline {
+entry:
+  %ux = bitcast double %x to i64
+  %uy = bitcast double %y to i64
+  %sx = and i64 %ux, -9223372036854775808
+  %ax = and i64 %ux, 9223372036854775807
+  %ay = and i64 %uy, 9223372036854775807
+  %ex0 = lshr i64 %ax, 52
+  %ey0 = lshr i64 %ay, 52
+  %ynan = icmp ugt i64 %ay, 9218868437227405312
+  %yzero = icmp eq i64 %ay, 0
+  %xinf = icmp uge i64 %ax, 9218868437227405312
+  %bad0 = or i1 %ynan, %yzero
+  %bad = or i1 %bad0, %xinf
+  br i1 %bad, label %nan, label %ok
+nan:
+  %m = fmul double %x, %y
+  %r.nan = fdiv double %m, %m
+  ret double %r.nan
+ok:
+  %small = icmp ult i64 %ax, %ay
+  br i1 %small, label %retx, label %go
+retx:
+  ret double %x
+go:
+  %eqxy = icmp eq i64 %ax, %ay
+  br i1 %eqxy, label %zero, label %norm
+zero:
+  %z = bitcast i64 %sx to double
+  ret double %z
+norm:
+  ; normalise x: subnormal significands are shifted up
+  %mx0 = and i64 %ax, 4503599627370495
+  %xsub = icmp eq i64 %ex0, 0
+  %lzx = call i64 @llvm.ctlz.i64(i64 %mx0, i1 false)
+  %shx = sub i64 %lzx, 11
+  %mxs = shl i64 %mx0, %shx
+  %exs = sub i64 1, %shx
+  %mxn = or i64 %mx0, 4503599627370496
+  %mx = select i1 %xsub, i64 %mxs, i64 %mxn
+  %ex = select i1 %xsub, i64 %exs, i64 %ex0
+  %my0 = and i64 %ay, 4503599627370495
+  %ysub = icmp eq i64 %ey0, 0
+  %lzy = call i64 @llvm.ctlz.i64(i64 %my0, i1 false)
+  %shy = sub i64 %lzy, 11
+  %mys = shl i64 %my0, %shy
+  %eys = sub i64 1, %shy
+  %myn = or i64 %my0, 4503599627370496
+  %my = select i1 %ysub, i64 %mys, i64 %myn
+  %ey = select i1 %ysub, i64 %eys, i64 %ey0
+  br label %loop
+loop:
+  %e = phi i64 [ %ex, %norm ], [ %e.next, %step ]
+  %mm = phi i64 [ %mx, %norm ], [ %m.next, %step ]
+  %more = icmp sgt i64 %e, %ey
+  br i1 %more, label %step, label %last
+step:
+  %i = sub i64 %mm, %my
+  %ge = icmp sge i64 %i, 0
+  %iz = icmp eq i64 %i, 0
+  %ms = select i1 %ge, i64 %i, i64 %mm
+  %m.next = shl i64 %ms, 1
+  %e.next = sub i64 %e, 1
+  br i1 %iz, label %zero, label %loop
+last:
+  %i2 = sub i64 %mm, %my
+  %ge2 = icmp sge i64 %i2, 0
+  %iz2 = icmp eq i64 %i2, 0
+  br i1 %iz2, label %zero, label %fin
+fin:
+  %mf = select i1 %ge2, i64 %i2, i64 %mm
+  ; renormalise: shift until the implicit bit is at 52
+  %lz = call i64 @llvm.ctlz.i64(i64 %mf, i1 false)
+  %sh = sub i64 %lz, 11
+  %mr = shl i64 %mf, %sh
+  %er = sub i64 %e, %sh
+  %isnorm = icmp sgt i64 %er, 0
+  %mrn = and i64 %mr, 4503599627370495
+  %erb = shl i64 %er, 52
+  %rn = or i64 %mrn, %erb
+  %sub1 = sub i64 1, %er
+  %rs = lshr i64 %mr, %sub1
+  %r0 = select i1 %isnorm, i64 %rn, i64 %rs
+  %r1 = or i64 %r0, %sx
+  %r = bitcast i64 %r1 to double
+  ret double %r
+}
+declare i64 @llvm.ctlz.i64(i64, i1)
+";
