@@ -9,6 +9,7 @@ if ! python3 -c 'import numpy' 2>/dev/null; then
   echo "== installing numpy (inputs and reference results)"
   python3 -m pip install --quiet numpy || { echo "error: could not install numpy with pip" >&2; exit 1; }
 fi
+bash scripts/install_deps.sh
 echo "== fetching data (scripts/fetch_data.sh)"
 bash scripts/fetch_data.sh
 echo "== building weft (release)"

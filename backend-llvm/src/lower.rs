@@ -10,9 +10,10 @@ use weft_ir::konst::{canon, lane_i64};
 use weft_ir::uniform::{uniform_values, uniform_values_with};
 use weft_ir::{Boundary, Imm, Module, Opcode, ParamKind, Program, Region, ScalarType, Type, Value};
 
-/// Elements per host SIMD block: the CPU ABI's block (docs/abi.md), 256-bit vectors of
-/// 32-bit lanes.
-pub const HOST_WIDTH: usize = weft_ir::abi::BLOCK;
+/// Elements per host SIMD block: two 256-bit vectors of 32-bit lanes (AVX2), so that a
+/// loop-carried chain (an accumulator) has two independent vectors in flight; planes are
+/// padded to [`weft_ir::abi::PAD`] elements, a multiple of it.
+pub const HOST_WIDTH: usize = weft_ir::abi::PAD;
 
 /// Why lowering failed.
 #[derive(Debug, thiserror::Error)]
@@ -336,7 +337,7 @@ impl<'m> Lower<'m> {
         }
     }
 
-    fn to_lane(&mut self, s: ScalarType, l: &Lane, u: bool) -> String {
+    fn lane_as(&mut self, s: ScalarType, l: &Lane, u: bool) -> String {
         if l.u && !u {
             self.splat(s, &l.v)
         } else {
@@ -390,12 +391,12 @@ impl<'m> Lower<'m> {
         use Opcode as O;
         let xs: Vec<String> = match op {
             O::Select => {
-                let c = self.to_lane(ScalarType::Bool, &a[0], u && a[0].u);
-                let x = self.to_lane(s, &a[1], u);
-                let y = self.to_lane(s, &a[2], u);
+                let c = self.lane_as(ScalarType::Bool, &a[0], u && a[0].u);
+                let x = self.lane_as(s, &a[1], u);
+                let y = self.lane_as(s, &a[2], u);
                 vec![c, x, y]
             }
-            _ => a.iter().map(|l| self.to_lane(s, l, u)).collect::<Vec<_>>(),
+            _ => a.iter().map(|l| self.lane_as(s, l, u)).collect::<Vec<_>>(),
         };
         let t = self.ty(s, u);
         let f = self.fl();
@@ -798,7 +799,7 @@ impl<'m> Lower<'m> {
     // ---------------------------------------------------------------- memory
 
     /// Converts a loaded storage value to the register type.
-    fn from_storage(&mut self, s: ScalarType, x: &str, u: bool) -> String {
+    fn load_conv(&mut self, s: ScalarType, x: &str, u: bool) -> String {
         use ScalarType as S;
         let st = if u {
             storage_ty(s).to_string()
@@ -821,7 +822,7 @@ impl<'m> Lower<'m> {
         }
     }
 
-    fn to_storage(&mut self, s: ScalarType, x: &str, u: bool) -> String {
+    fn store_conv(&mut self, s: ScalarType, x: &str, u: bool) -> String {
         use ScalarType as S;
         let st = if u {
             storage_ty(s).to_string()
@@ -861,14 +862,14 @@ impl<'m> Lower<'m> {
             self.ptr(),
             storage_bytes(s)
         ));
-        self.from_storage(s, &raw, u)
+        self.load_conv(s, &raw, u)
     }
 
     fn store_elems(&mut self, s: ScalarType, plane: &str, x: &str) {
         let base = self.base.clone();
         let a = self.elem_addr(s, plane, &base);
         let u = self.flavor == Flavor::Ptx;
-        let v = self.to_storage(s, x, u);
+        let v = self.store_conv(s, x, u);
         let st = if u {
             storage_ty(s).to_string()
         } else {
@@ -1073,7 +1074,7 @@ impl<'m> Lower<'m> {
                     ],
                 )
             };
-            let mut v = self.from_storage(s, &raw, u);
+            let mut v = self.load_conv(s, &raw, u);
             if let (Boundary::Constant(k), Some(inb)) = (boundary, &inb_all) {
                 let c = self.konst(s, k[l], u);
                 let t = self.ty(s, u);
@@ -1189,7 +1190,7 @@ impl<'m> Lower<'m> {
             O::Tuple => {
                 let (s, _) = elem_of(res_ty.expect("typed"));
                 let lanes: Vec<Lane> = args.iter().map(|a| lane_of(a, 0)).collect();
-                let xs = lanes.iter().map(|l| self.to_lane(s, l, res_uni)).collect();
+                let xs = lanes.iter().map(|l| self.lane_as(s, l, res_uni)).collect();
                 Ok(vec![if res_uni { LV::U(xs) } else { LV::V(xs) }])
             }
             O::Extract | O::Swizzle => {
@@ -1210,12 +1211,12 @@ impl<'m> Lower<'m> {
                 let mut t: Vec<String> = (0..n)
                     .map(|l| {
                         let x = lane_of(&args[0], l);
-                        self.to_lane(s, &x, res_uni)
+                        self.lane_as(s, &x, res_uni)
                     })
                     .collect();
                 for (k, &l) in ls.iter().enumerate() {
                     let x = lane_of(&args[1], k);
-                    t[l as usize] = self.to_lane(s, &x, res_uni);
+                    t[l as usize] = self.lane_as(s, &x, res_uni);
                 }
                 Ok(vec![if res_uni { LV::U(t) } else { LV::V(t) }])
             }
@@ -1338,7 +1339,7 @@ impl<'m> Lower<'m> {
             let (s, _) = elem_of(t);
             for (l, (a, ty)) in sl.iter().enumerate() {
                 let x = lane_of(v, l);
-                let x = self.to_lane(s, &x, u);
+                let x = self.lane_as(s, &x, u);
                 self.line(format!("store {ty} {x}, ptr {a}"));
             }
         }
@@ -1449,9 +1450,9 @@ impl<'m> Lower<'m> {
                     (0..n)
                         .map(|l| {
                             let xa = lane_of(x, l);
-                            let xa = self.to_lane(s, &xa, false);
+                            let xa = self.lane_as(s, &xa, false);
                             let yb = lane_of(y, l);
-                            let yb = self.to_lane(s, &yb, false);
+                            let yb = self.lane_as(s, &yb, false);
                             self.def(format!("select <{w} x i1> {m}, {ty} {xa}, {ty} {yb}"))
                         })
                         .collect(),
@@ -1525,7 +1526,7 @@ impl<'m> Lower<'m> {
                 )?;
                 let go = self.and(uniform, &pos.v, &lt.v);
                 let islot = self.alloca(&self.ty(s, uniform));
-                let lo_v = self.to_lane(s, &lo, uniform);
+                let lo_v = self.lane_as(s, &lo, uniform);
                 self.line(format!("store {} {lo_v}, ptr {islot}", self.ty(s, uniform)));
                 let go = if let Some(a) = &act_slot {
                     let g = self.and(false, &go, &mask0);
@@ -1597,7 +1598,7 @@ impl<'m> Lower<'m> {
                 let c = lane_of(&c[0], 0);
                 let act2 = match &act {
                     Some(a) => {
-                        let cv = self.to_lane(ScalarType::Bool, &c, false);
+                        let cv = self.lane_as(ScalarType::Bool, &c, false);
                         let a2 = self.and(false, a, &cv);
                         self.line(format!(
                             "store <{} x i1> {a2}, ptr {}",
@@ -1646,7 +1647,7 @@ impl<'m> Lower<'m> {
                 let un = lane_of(&un[0], 0);
                 match &act {
                     Some(a) => {
-                        let uv = self.to_lane(ScalarType::Bool, &un, false);
+                        let uv = self.lane_as(ScalarType::Bool, &un, false);
                         let nu = self.not(false, &uv);
                         let a2 = self.and(false, a, &nu);
                         self.line(format!(
@@ -1778,7 +1779,7 @@ pub(crate) fn lower(
     for ((s, planes), v) in out_planes.iter().zip(&outs) {
         for (j, pl) in planes.iter().enumerate() {
             let x = lane_of(v, j);
-            let x = l.to_lane(*s, &x, flavor == Flavor::Ptx);
+            let x = l.lane_as(*s, &x, flavor == Flavor::Ptx);
             l.store_elems(*s, pl, &x);
         }
     }

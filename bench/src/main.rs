@@ -2,7 +2,10 @@
 //! would pick, measured side by side in one run (medians), written to docs/performance.md.
 //!
 //! Usage: `cargo run --release -p weft-bench` (needs gcc with OpenMP; numba is optional;
-//! MDH needs `scripts/fetch_data.sh` first).
+//! MDH needs `scripts/fetch_data.sh` first). `weft-bench gpu DIR` runs the GPU benchmarks
+//! (see `gpu.rs`; `scripts/gpu_bench.sh` on the GPU machine).
+
+mod gpu;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use weft_ir::interp::{HostArray, Input};
 use weft_ir::{Const, Type};
-use weft_runtime::CpuDevice;
+use weft_runtime::{CpuDevice, HostCompiler};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -64,6 +67,55 @@ fn load(file: &str) -> weft_ir::Module {
     weft_ir::parse_and_verify(&src).unwrap_or_else(|e| fail(format!("{file}: {e}")))
 }
 
+/// The first `count` atoms of a PQR file as (x, y, z, charge).
+fn mdh_atoms(text: &str, count: usize) -> Vec<[f32; 4]> {
+    text.lines()
+        .filter(|l| l.starts_with("ATOM") || l.starts_with("HETATM"))
+        .filter_map(|l| {
+            let f: Vec<f32> = l
+                .split_whitespace()
+                .rev()
+                .take(5)
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            (f.len() == 5).then(|| [f[4], f[3], f[2], f[1]])
+        })
+        .take(count)
+        .collect()
+}
+
+/// MDH's inputs for a grid of `nk × nj × ni` points at 1.5 Å spacing centred on the atoms:
+/// (inputs, origin, spacing).
+fn mdh_inputs(atoms: &[[f32; 4]], nk: usize, nj: usize, ni: usize) -> ([Input; 3], [f32; 3], f32) {
+    let na = atoms.len();
+    let sp = 1.5f32;
+    let c = atoms
+        .iter()
+        .fold([0f32; 3], |a, p| [a[0] + p[0], a[1] + p[1], a[2] + p[2]]);
+    let o = [
+        c[0] / na as f32 - sp * ni as f32 / 2.0 + 0.0137,
+        c[1] / na as f32 - sp * nj as f32 / 2.0 + 0.0137,
+        c[2] / na as f32 - sp * nk as f32 / 2.0 + 0.0137,
+    ];
+    let elem = Type::tuple(weft_ir::ScalarType::F32, 4).expect("tuple");
+    let arr = HostArray {
+        elem,
+        shape: vec![na],
+        data: atoms.iter().flatten().map(|x| x.to_bits() as u64).collect(),
+    };
+    let t3 = Type::tuple(weft_ir::ScalarType::F32, 3).expect("tuple");
+    let origin = Const::from_lanes(t3, &o.map(|x| x.to_bits() as u64));
+    (
+        [
+            Input::Uniform(origin),
+            Input::Uniform(Const::f32(sp)),
+            Input::Array(Arc::new(arr)),
+        ],
+        o,
+        sp,
+    )
+}
+
 struct Row {
     workload: String,
     weft: String,
@@ -73,6 +125,14 @@ struct Row {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("gpu") {
+        let dir = args
+            .get(2)
+            .map_or_else(|| root().join("target/bench"), PathBuf::from);
+        gpu::main(&dir);
+        return;
+    }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let tmp = root().join("target/bench");
     std::fs::create_dir_all(&tmp).unwrap_or_else(|e| fail(format!("{}: {e}", tmp.display())));
@@ -138,45 +198,11 @@ fn main() {
             .push("MDH skipped: run scripts/fetch_data.sh for data/cache/mache.pqr".to_string()),
         Ok(text) => {
             eprintln!("MDH: 4,096 atoms x 16,384 points ...");
-            let atoms: Vec<[f32; 4]> = text
-                .lines()
-                .filter(|l| l.starts_with("ATOM") || l.starts_with("HETATM"))
-                .filter_map(|l| {
-                    let f: Vec<f32> = l
-                        .split_whitespace()
-                        .rev()
-                        .take(5)
-                        .filter_map(|x| x.parse().ok())
-                        .collect();
-                    (f.len() == 5).then(|| [f[4], f[3], f[2], f[1]])
-                })
-                .take(4096)
-                .collect();
+            let atoms = mdh_atoms(&text, 4096);
             let na = atoms.len();
             let (nk, nj, ni) = (16usize, 32usize, 32usize);
-            let sp = 1.5f32;
-            let c = atoms
-                .iter()
-                .fold([0f32; 3], |a, p| [a[0] + p[0], a[1] + p[1], a[2] + p[2]]);
-            let o = [
-                c[0] / na as f32 - sp * ni as f32 / 2.0 + 0.0137,
-                c[1] / na as f32 - sp * nj as f32 / 2.0 + 0.0137,
-                c[2] / na as f32 - sp * nk as f32 / 2.0 + 0.0137,
-            ];
-            let elem = Type::tuple(weft_ir::ScalarType::F32, 4).expect("tuple");
-            let arr = HostArray {
-                elem,
-                shape: vec![na],
-                data: atoms.iter().flatten().map(|x| x.to_bits() as u64).collect(),
-            };
+            let (ins, o, sp) = mdh_inputs(&atoms, nk, nj, ni);
             let m = load("examples/ir/mdh.weft");
-            let t3 = Type::tuple(weft_ir::ScalarType::F32, 3).expect("tuple");
-            let origin = Const::from_lanes(t3, &o.map(|x| x.to_bits() as u64));
-            let ins = [
-                Input::Uniform(origin),
-                Input::Uniform(Const::f32(sp)),
-                Input::Array(Arc::new(arr)),
-            ];
             let shape = [nk, nj, ni];
             let mut l = dev
                 .launch(&m, "mdh", &ins, Some(&shape))
@@ -204,12 +230,27 @@ fn main() {
             ];
             let mdh_fast = tmp.join("mdh_fast");
             gcc("mdh.c", &mdh_fast, &["-ffast-math"]);
+            let mdh_precise = tmp.join("mdh_precise");
+            gcc("mdh.c", &mdh_precise, &[]);
             let out_c = tmp.join("pot_c.bin");
-            // Alternate weft and C for 7 rounds (this shared machine's speed drifts); each
-            // side's figure is the median of its per-round medians of 3 runs.
-            let (mut weft_r, mut c_r) = (Vec::new(), Vec::new());
-            for _ in 0..7 {
-                weft_r.push(median(
+            let llvm = |fast_math| {
+                CpuDevice::with_compiler(HostCompiler::Llvm(weft_backend_llvm::Options {
+                    fast_math,
+                }))
+            };
+            let (dev_lp, dev_lf) = (llvm(false), llvm(true));
+            let mut l_lp = dev_lp
+                .launch(&m, "mdh", &ins, Some(&shape))
+                .unwrap_or_else(|e| fail(e.to_string()));
+            let mut l_lf = dev_lf
+                .launch(&m, "mdh", &ins, Some(&shape))
+                .unwrap_or_else(|e| fail(e.to_string()));
+            l_lp.run();
+            let pot_lp = l_lp.outputs()[0].to_f32();
+            // Alternate the contenders for 7 rounds (this shared machine's speed drifts); each
+            // one's figure is the median of its per-round medians of 3 runs.
+            let time3 = |l: &mut weft_runtime::cpu::Launch| {
+                median(
                     (0..3)
                         .map(|_| {
                             let t = Instant::now();
@@ -217,12 +258,24 @@ fn main() {
                             t.elapsed().as_secs_f64()
                         })
                         .collect(),
-                ));
+                )
+            };
+            let (mut weft_r, mut lp_r, mut lf_r, mut c_r, mut cp_r) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..7 {
+                weft_r.push(time3(&mut l));
+                lp_r.push(time3(&mut l_lp));
+                lf_r.push(time3(&mut l_lf));
+                cp_r.push(
+                    run_secs(Command::new(&mdh_precise).args(&args).arg(&out_c))
+                        .unwrap_or(f64::NAN),
+                );
                 c_r.push(
                     run_secs(Command::new(&mdh_fast).args(&args).arg(&out_c)).unwrap_or(f64::NAN),
                 );
             }
             let (weft_t, c_t) = (median(weft_r), median(c_r));
+            let (lp_t, lf_t, cp_t) = (median(lp_r), median(lf_r), median(cp_r));
             let c_pot: Vec<f32> = std::fs::read(&out_c)
                 .unwrap_or_default()
                 .chunks(4)
@@ -237,10 +290,17 @@ fn main() {
                 "MDH: weft vs C (fast-math) max |difference| = {:.1e} of max |V| = {maxv:.3}",
                 maxd / maxv
             ));
+            let same = pot
+                .iter()
+                .zip(&pot_lp)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            notes.push(format!(
+                "MDH: llvm (precise) and cranelift outputs bit-identical: {same}"
+            ));
             let gflops = |t: f64| (na * nk * nj * ni) as f64 * 20.0 / t / 1e9;
             rows.push(Row {
                 workload: format!(
-                    "MDH f32, {na} atoms × {} points (20 flop/pair)",
+                    "MDH f32, {na} atoms × {} points (20 flop/pair), cranelift",
                     nk * nj * ni
                 ),
                 weft: format!("{:.1} ms ({:.1} GFLOP/s)", weft_t * 1e3, gflops(weft_t)),
@@ -250,6 +310,23 @@ fn main() {
                 ),
                 ratio: format!("{:.2}× C's time", weft_t / c_t),
                 target: "≤ 2.5×".into(),
+            });
+            rows.push(Row {
+                workload: "MDH (same), llvm precise".into(),
+                weft: format!("{:.1} ms ({:.1} GFLOP/s)", lp_t * 1e3, gflops(lp_t)),
+                baseline: format!("C gcc -O3 -march=native -fopenmp: {:.1} ms", cp_t * 1e3),
+                ratio: format!("{:.2}× faster than C", cp_t / lp_t),
+                target: "≥ 4× faster".into(),
+            });
+            rows.push(Row {
+                workload: "MDH (same), llvm fast-math".into(),
+                weft: format!("{:.1} ms ({:.1} GFLOP/s)", lf_t * 1e3, gflops(lf_t)),
+                baseline: format!(
+                    "C gcc -O3 -march=native -ffast-math -fopenmp: {:.1} ms",
+                    c_t * 1e3
+                ),
+                ratio: format!("{:.2}× C's time", lf_t / c_t),
+                target: "≤ 1.0×".into(),
             });
             let numba = Command::new("python3")
                 .arg(root().join("bench/mdh_numba.py"))
@@ -296,6 +373,20 @@ fn main() {
                     s
                 })
                 .collect();
+            let comp_llvm: Vec<f64> = (0..7)
+                .map(|_| {
+                    let k = weft_backend_llvm::compile_host(&m, "mdh", Default::default())
+                        .unwrap_or_else(|e| fail(e.to_string()));
+                    k.compile_time.as_secs_f64()
+                })
+                .collect();
+            rows.push(Row {
+                workload: "compile MDH with llvm (O3): verified IR → callable code".into(),
+                weft: format!("{:.2} ms median of 7", median(comp_llvm) * 1e3),
+                baseline: "—".into(),
+                ratio: "—".into(),
+                target: "—".into(),
+            });
             rows.push(Row {
                 workload: "compile MDH: verified IR → callable code".into(),
                 weft: format!("{:.3} ms median of 21", median(comp) * 1e3),
@@ -328,9 +419,7 @@ fn main() {
         "is measured side by side in one run on the same machine and inputs; times are medians.\n",
     );
     md.push_str(&format!("Machine: {cpu}, {threads} threads (weft's rayon pool and OpenMP both use all of them).\n\n"));
-    md.push_str(
-        "| workload | weft (cranelift, CPU) | baseline | ratio | target |\n|---|---|---|---|---|\n",
-    );
+    md.push_str("| workload | weft | baseline | ratio | target |\n|---|---|---|---|---|\n");
     for r in &rows {
         md.push_str(&format!(
             "| {} | {} | {} | {} | {} |\n",

@@ -33,17 +33,27 @@ pub enum Command {
         /// The file.
         file: PathBuf,
     },
-    /// Print what a backend makes of a program (`--target clif`: Cranelift IR).
+    /// Print what a backend makes of a program: `clif` (Cranelift IR), `llvm-ir` (optimised
+    /// LLVM IR of the host kernel), `asm` (host assembly from LLVM), `ptx-ir` (optimised
+    /// LLVM IR of the NVPTX kernel) or `ptx`.
     Emit {
         /// The .weft file.
         file: PathBuf,
-        /// What to print: `clif`.
+        /// What to print: `clif`, `llvm-ir`, `asm`, `ptx-ir` or `ptx`.
         #[arg(long, default_value = "clif")]
         target: String,
+        /// Compute capability for `ptx`/`ptx-ir` as major*10+minor (70 … 90).
+        #[arg(long, default_value_t = 90)]
+        sm: u32,
+        /// Fast-math code (LLVM targets): see docs/semantics.md.
+        #[arg(long)]
+        fast_math: bool,
         /// Program to emit (name without @); needed when the file has several.
         #[arg(long)]
         program: Option<String>,
     },
+    /// List the CUDA devices (index, name, compute capability, multiprocessors, memory).
+    Devices,
     /// Run a program over arrays (DESIGN §5) and print or save its outputs.
     Run {
         /// The .weft file.
@@ -51,10 +61,24 @@ pub enum Command {
         /// Program to run (name without @); needed when the file has several.
         #[arg(long)]
         program: Option<String>,
-        /// Backend: `cranelift` (compiled SIMD code on the CPU, the default) or `interp`
-        /// (the reference interpreter).
+        /// Backend: `cranelift` (compiled SIMD code on the CPU, the default), `llvm` (LLVM
+        /// on the CPU), `cuda` (LLVM → PTX on an NVIDIA GPU) or `interp` (the reference
+        /// interpreter).
         #[arg(long, default_value = "cranelift")]
         backend: String,
+        /// GPU index for `--backend cuda` (see `weft devices`).
+        #[arg(long, default_value_t = 0)]
+        device: usize,
+        /// Threads per block for `--backend cuda` (default: chosen by occupancy).
+        #[arg(long)]
+        block: Option<u32>,
+        /// Blocks in the grid for `--backend cuda` (default: enough to fill the device).
+        #[arg(long)]
+        grid: Option<u32>,
+        /// Fast-math code for `llvm` and `cuda` (results may differ from the interpreter;
+        /// docs/semantics.md).
+        #[arg(long)]
+        fast_math: bool,
         /// An input: NAME=PATH.npy (varying or array parameter), NAME=NUMBER or
         /// NAME=N1,N2,.. (uniform scalar or tuple).
         #[arg(long = "in", value_name = "NAME=VALUE")]
@@ -169,24 +193,70 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::Emit {
             file,
             target,
+            sm,
+            fast_math,
             program,
         } => {
-            if target != "clif" {
+            use weft_backend_llvm::EmitTarget as E;
+            let llvm_target = match target.as_str() {
+                "clif" => None,
+                "llvm-ir" => Some(E::HostIr),
+                "asm" => Some(E::HostAsm),
+                "ptx-ir" => Some(E::PtxIr),
+                "ptx" => Some(E::Ptx),
+                _ => {
+                    return Err(format!(
+                        "error: --target {target}: unknown target (available: clif, llvm-ir, asm, ptx-ir, ptx)"
+                    )
+                    .into())
+                }
+            };
+            if !(20..=90).contains(&sm) {
                 return Err(
-                    format!("error: --target {target}: unknown target (available: clif)").into(),
+                    format!("error: --sm {sm}: LLVM 19 generates PTX for sm_20 … sm_90").into(),
                 );
             }
             let m = load(&file)?;
             let p = choose_program(&m, program.as_deref(), &file)?;
-            let k =
-                weft_backend_cranelift::compile(&m, &p.name).map_err(|e| format!("error: {e}"))?;
-            let _ = write!(out, "{}", k.clif);
+            let text = match llvm_target {
+                None => weft_backend_cranelift::compile(&m, &p.name)
+                    .map_err(|e| format!("error: {e}"))?
+                    .clif
+                    .clone(),
+                Some(t) => {
+                    let opts = weft_backend_llvm::Options { fast_math };
+                    weft_backend_llvm::emit(&m, &p.name, t, sm, opts)
+                        .map_err(|e| format!("error: {e}"))?
+                }
+            };
+            let _ = write!(out, "{text}");
+            Ok(())
+        }
+        Command::Devices => {
+            match weft_runtime::cuda_driver_status() {
+                Err(e) => {
+                    let _ = writeln!(out, "no CUDA devices: {e}");
+                }
+                Ok(()) => {
+                    let devs = weft_runtime::cuda_devices().map_err(|e| format!("error: {e}"))?;
+                    if devs.is_empty() {
+                        let _ = writeln!(out, "no CUDA devices");
+                    }
+                    for d in devs {
+                        let _ = writeln!(out, "{d}");
+                    }
+                }
+            }
             Ok(())
         }
         Command::Run {
             file,
             program,
             backend,
+            device,
+            block,
+            grid,
+            fast_math,
             inputs,
             outputs,
             shape,
@@ -200,6 +270,22 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
                 )
                 .into());
             }
+            if block == Some(0) || grid == Some(0) {
+                return Err("error: --block and --grid must be at least 1".into());
+            }
+            // The GPU first: a missing driver or device is reported before anything else.
+            let cuda = if backend == "cuda" {
+                let mut dev = weft_runtime::CudaDevice::new(device)
+                    .map_err(|e| format!("error: backend `cuda`: {e}"))?;
+                dev.set_config(weft_runtime::GpuConfig {
+                    block,
+                    grid,
+                    fast_math,
+                });
+                Some(dev)
+            } else {
+                None
+            };
             let m = load(&file)?;
             let p = choose_program(&m, program.as_deref(), &file)?;
             let ins = bind_inputs(p, &inputs)?;
@@ -209,9 +295,14 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
                 interp
                     .apply(&p.name, &ins, shape.as_deref())
                     .map_err(|e| format!("error: {e}"))?
+            } else if let Some(dev) = &cuda {
+                dev.apply(&m, &p.name, &ins, shape.as_deref())
+                    .map_err(|e| format!("error: {e}"))?
             } else {
                 let compiler = match backend.as_str() {
-                    "llvm" => weft_runtime::HostCompiler::Llvm(Default::default()),
+                    "llvm" => {
+                        weft_runtime::HostCompiler::Llvm(weft_backend_llvm::Options { fast_math })
+                    }
                     _ => weft_runtime::HostCompiler::Cranelift,
                 };
                 weft_runtime::CpuDevice::with_compiler(compiler)

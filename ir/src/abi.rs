@@ -8,6 +8,12 @@ use crate::{ParamKind, Program, ScalarType, Type};
 /// `sqrt`/`div` chains) and halve the per-block cost of uniform work.
 pub const BLOCK: usize = 8;
 
+/// Varying and output planes are padded to a multiple of this many elements, and a launch
+/// is split into ranges that begin at multiples of it: a multiple of every CPU backend's
+/// block (Cranelift's [`BLOCK`], LLVM's 16-lane blocks), so any of them may read and write
+/// whole blocks.
+pub const PAD: usize = 16;
+
 /// Bytes one lane of `s` occupies in a kernel buffer: 32-bit-class types (bool, 8/16/32-bit
 /// integers, f16, f32) are stored in 4 bytes, 64-bit types in 8.
 ///

@@ -2,18 +2,17 @@
 //! marshal arrays into the kernel ABI's planes (docs/abi.md), and split the launch over the
 //! rayon pool.
 
-use half::f16;
+use crate::planes::{read_output, to_storage, Plane};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use weft_backend_cranelift::abi::{lanes, storage_bytes, Layout, BLOCK};
+use weft_backend_cranelift::abi::{lanes, Layout, PAD};
 use weft_backend_cranelift::{compile, CompileError, Kernel};
 use weft_ir::interp::{HostArray, Input, RunError};
-use weft_ir::konst::{canon, f16_from_f64, lane_i64};
 use weft_ir::launch::{check_launch_rank, plan_launch};
-use weft_ir::{Module, ParamKind, ScalarType};
+use weft_ir::{Module, ParamKind};
 
-/// Why a CPU launch failed.
+/// Why a launch failed (CPU or CUDA device).
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     /// Bad inputs or launch (same messages as the interpreter).
@@ -25,6 +24,9 @@ pub enum RuntimeError {
     /// The program could not be compiled (LLVM).
     #[error(transparent)]
     Llvm(#[from] weft_backend_llvm::CompileError),
+    /// The CUDA driver failed or is missing (see [`crate::cuda::CudaError`]).
+    #[error(transparent)]
+    Cuda(#[from] crate::cuda::CudaError),
 }
 
 /// Which code generator a CPU device compiles with.
@@ -38,6 +40,8 @@ pub enum HostCompiler {
 }
 
 /// A compiled host kernel of either code generator; both use the ABI of docs/abi.md.
+// Built once per compile and kept behind an `Arc`: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum HostCode {
     /// From Cranelift.
     Cranelift(Kernel),
@@ -79,56 +83,6 @@ const SERIAL_LIMIT: usize = 1 << 11;
 pub struct CpuDevice {
     compiler: HostCompiler,
     cache: Mutex<HashMap<(u64, String), Arc<HostCode>>>,
-}
-
-/// One plane of kernel data: `len` elements of `bytes` each (little-endian).
-struct Plane(Vec<u8>);
-
-fn to_storage(s: ScalarType, bits: u64) -> u64 {
-    match s {
-        ScalarType::F16 => f16::from_bits(bits as u16).to_f32().to_bits() as u64,
-        ScalarType::I8 | ScalarType::I16 => lane_i64(s, bits) as u32 as u64,
-        _ => bits,
-    }
-}
-
-fn from_storage(s: ScalarType, raw: u64) -> u64 {
-    match s {
-        ScalarType::F16 => f16_from_f64(f32::from_bits(raw as u32) as f64).to_bits() as u64,
-        _ => canon(s, raw),
-    }
-}
-
-impl Plane {
-    fn new(s: ScalarType, len: usize) -> Plane {
-        Plane(vec![0u8; len.max(1) * storage_bytes(s)])
-    }
-
-    /// Lane `lane` of every element of `a`, padded to `len` elements.
-    fn from_array(a: &HostArray, lane: usize, len: usize) -> Plane {
-        let (s, n) = a
-            .elem
-            .lanes()
-            .map_or((ScalarType::F32, 1), |(s, n)| (s, n as usize));
-        let b = storage_bytes(s);
-        let mut p = Plane::new(s, len);
-        for e in 0..a.len() {
-            let raw = to_storage(s, a.data[e * n + lane]);
-            p.0[e * b..(e + 1) * b].copy_from_slice(&raw.to_le_bytes()[..b]);
-        }
-        p
-    }
-
-    fn read(&self, s: ScalarType, e: usize) -> u64 {
-        let b = storage_bytes(s);
-        let mut w = [0u8; 8];
-        w[..b].copy_from_slice(&self.0[e * b..(e + 1) * b]);
-        from_storage(s, u64::from_le_bytes(w))
-    }
-
-    fn ptr(&mut self) -> u64 {
-        self.0.as_mut_ptr() as u64
-    }
 }
 
 struct Ctx(Vec<u64>);
@@ -208,7 +162,7 @@ impl CpuDevice {
         check_launch_rank(m, p, launch.len())?;
         let kernel = self.kernel(m, name)?;
         let layout = kernel.layout();
-        let padded = n.div_ceil(BLOCK) * BLOCK;
+        let padded = n.div_ceil(PAD) * PAD;
         let mut ctx = vec![0u64; layout.words];
         let mut keep: Vec<Plane> = Vec::new();
         for (i, (par, inp)) in p.params.iter().zip(inputs).enumerate() {
@@ -302,7 +256,7 @@ impl Launch {
             run(0, n);
         } else {
             let threads = rayon::current_num_threads().max(1);
-            let chunk = (n / (threads * 8)).max(SERIAL_LIMIT / 2).div_ceil(BLOCK) * BLOCK;
+            let chunk = (n / (threads * 8)).max(SERIAL_LIMIT / 2).div_ceil(PAD) * PAD;
             let ranges: Vec<(usize, usize)> = (0..n.div_ceil(chunk))
                 .map(|c| (c * chunk, ((c + 1) * chunk).min(n)))
                 .collect();
@@ -312,25 +266,12 @@ impl Launch {
 
     /// The outputs as host arrays of the launch shape.
     pub fn outputs(&self) -> Vec<HostArray> {
-        let n = self.n;
         self.out_types
             .iter()
             .zip(&self.outs)
             .map(|(&ty, planes)| {
-                let (s, nl) = ty
-                    .lanes()
-                    .map_or((ScalarType::F32, 1), |(s, x)| (s, x as usize));
-                let mut data = vec![0u64; n * nl];
-                for e in 0..n {
-                    for (l, pl) in planes.iter().enumerate() {
-                        data[e * nl + l] = pl.read(s, e);
-                    }
-                }
-                HostArray {
-                    elem: ty,
-                    shape: self.shape.clone(),
-                    data,
-                }
+                let planes: Vec<&[u8]> = planes.iter().map(|p| p.0.as_slice()).collect();
+                read_output(ty, &self.shape, self.n, &planes)
             })
             .collect()
     }

@@ -1,11 +1,20 @@
 //! weft-runtime: devices, buffers and launches. The CPU device compiles programs with the
-//! Cranelift or LLVM backend (cached per program text) and runs them over the rayon pool.
+//! Cranelift or LLVM backend (cached per program text) and runs them over the rayon pool; the
+//! CUDA device compiles them to PTX with LLVM and runs them on an NVIDIA GPU through the
+//! driver API (loaded at run time, so builds and runs without CUDA installed).
 
 pub mod cpu;
+pub mod cuda;
+mod planes;
 
 pub use cpu::{CpuDevice, HostCode, HostCompiler, RuntimeError};
+pub use cuda::{
+    cuda_devices, cuda_driver_status, cuda_driver_version, CudaDevice, CudaError, CudaKernel,
+    CudaLaunch, DeviceInfo, GpuConfig, Transfers,
+};
 
-/// Backends this build can run programs on.
+/// Backends this build can run programs on. `cuda` is always compiled in; whether a GPU and
+/// driver are present is a run-time matter ([`cuda_driver_status`], [`cuda_devices`]).
 pub fn available_backends() -> &'static [&'static str] {
-    &["interp", "cranelift", "llvm"]
+    &["interp", "cranelift", "llvm", "cuda"]
 }

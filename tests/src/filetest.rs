@@ -163,6 +163,11 @@ fn interpret(name: &str, src: &str, bless: bool, out: &mut Outcome) {
             return;
         }
     };
+    if compiled_backends().contains(&Backend::Cuda) {
+        if let Err(e) = cuda_device() {
+            out.failures.push(format!("{name}: {e}"));
+        }
+    }
     let mut new_lines = Vec::new();
     let mut changed = false;
     for (ln, line) in src.lines().enumerate() {
@@ -504,7 +509,7 @@ fn run_line(m: &Module, spec: &str) -> Result<RunResult, String> {
     };
     let ok = matches(&interp_got);
     let mut backend_failures = Vec::new();
-    for backend in compiled_backends() {
+    for backend in active_backends() {
         let got = run(backend);
         if !matches(&got) {
             backend_failures.push(format!("{}: got {}", backend.name(), show(&got)));
@@ -553,10 +558,14 @@ pub enum Backend {
     Cranelift,
     /// LLVM-compiled code (ORC JIT) on the CPU device.
     Llvm,
+    /// LLVM-compiled PTX on the CUDA device (`WEFT_CUDA_DEVICE`, default 0); only when named
+    /// in `WEFT_FILETEST_BACKENDS`.
+    Cuda,
 }
 
-/// The compiled backends every `test interpret` run line also runs on: all of them, or those
-/// named in `WEFT_FILETEST_BACKENDS` (comma-separated, e.g. `cranelift,llvm`; `none` for none).
+/// The compiled backends every `test interpret` run line also runs on: the CPU ones
+/// (Cranelift, LLVM), or those named in `WEFT_FILETEST_BACKENDS` (comma-separated, e.g.
+/// `cranelift,llvm,cuda`; `none` for none). `cuda` runs only when named.
 pub fn compiled_backends() -> Vec<Backend> {
     match std::env::var("WEFT_FILETEST_BACKENDS") {
         Ok(v) => v
@@ -564,11 +573,53 @@ pub fn compiled_backends() -> Vec<Backend> {
             .filter_map(|b| match b.trim() {
                 "cranelift" => Some(Backend::Cranelift),
                 "llvm" => Some(Backend::Llvm),
+                "cuda" => Some(Backend::Cuda),
                 _ => None,
             })
             .collect(),
         Err(_) => vec![Backend::Cranelift, Backend::Llvm],
     }
+}
+
+/// [`compiled_backends`] without `cuda` when no CUDA device can be opened (each file then
+/// reports that as one failure instead of one per run line).
+fn active_backends() -> Vec<Backend> {
+    let mut b = compiled_backends();
+    if b.contains(&Backend::Cuda) && cuda_device().is_err() {
+        b.retain(|&x| x != Backend::Cuda);
+    }
+    b
+}
+
+/// The process-wide CUDA device the `cuda` backend runs on: ordinal `WEFT_CUDA_DEVICE`
+/// (default 0), opened on first use.
+///
+/// # Errors
+/// Why there is none, starting "cuda requested but no CUDA driver" when libcuda is missing.
+pub fn cuda_device() -> Result<&'static weft_runtime::CudaDevice, String> {
+    use std::sync::OnceLock;
+    use weft_runtime::{CudaDevice, CudaError};
+    static DEV: OnceLock<Result<CudaDevice, String>> = OnceLock::new();
+    DEV.get_or_init(|| {
+        let ordinal = match std::env::var("WEFT_CUDA_DEVICE") {
+            Ok(v) => v.trim().parse::<usize>().map_err(|_| {
+                format!("cuda requested but WEFT_CUDA_DEVICE={v:?} is not a device ordinal")
+            })?,
+            Err(_) => 0,
+        };
+        match weft_runtime::cuda_driver_status() {
+            Ok(()) => {}
+            Err(e @ CudaError::NoDriver) => {
+                return Err(format!("cuda requested but no CUDA driver: {e}"))
+            }
+            Err(e) => return Err(format!("cuda requested but the CUDA driver failed: {e}")),
+        }
+        CudaDevice::new(ordinal).map_err(|e| {
+            format!("cuda requested but CUDA device {ordinal} could not be opened: {e}")
+        })
+    })
+    .as_ref()
+    .map_err(Clone::clone)
 }
 
 fn cpu(b: Backend) -> &'static weft_runtime::CpuDevice {
@@ -591,6 +642,7 @@ impl Backend {
             Backend::Interp => "interp",
             Backend::Cranelift => "cranelift",
             Backend::Llvm => "llvm",
+            Backend::Cuda => "cuda",
         }
     }
 
@@ -629,13 +681,18 @@ impl Backend {
                         .map_err(|e| e.to_string())
                 }
             }
-            Backend::Cranelift | Backend::Llvm => {
+            Backend::Cranelift | Backend::Llvm | Backend::Cuda => {
+                let device_apply = |ins: &[Input], shape: Option<&[usize]>| match self {
+                    Backend::Cuda => cuda_device()?
+                        .apply(m, pname, ins, shape)
+                        .map_err(|e| e.to_string()),
+                    _ => cpu(self)
+                        .apply(m, pname, ins, shape)
+                        .map_err(|e| e.to_string()),
+                };
                 if is_apply {
                     let ins: Vec<Input> = apply.iter().flatten().cloned().collect();
-                    return cpu(self)
-                        .apply(m, pname, &ins, launch)
-                        .map(Got::Arrays)
-                        .map_err(|e| e.to_string());
+                    return device_apply(&ins, launch).map(Got::Arrays);
                 }
                 // One element: a launch of shape [1].
                 let ins: Vec<Input> = elems
@@ -656,10 +713,8 @@ impl Backend {
                     .zip(apply)
                     .any(|(e, a)| matches!((e, a), (Arg::Value(_), None)));
                 let shape: Option<&[usize]> = if has_varying { None } else { Some(&[1]) };
-                cpu(self)
-                    .apply(m, pname, &ins, shape)
+                device_apply(&ins, shape)
                     .map(|outs| Got::Element(outs.iter().map(|a| a.get(0)).collect()))
-                    .map_err(|e| e.to_string())
             }
         }
     }

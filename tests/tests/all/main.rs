@@ -1,9 +1,10 @@
 //! The one integration-test binary of weft (static LLVM makes each test binary large, so
-//! every integration test is a module here): filetests, parser fuzzing, CLI behaviour.
+//! every integration test is a module here): filetests, parser fuzzing, CLI behaviour, devices.
 
 mod builder;
 mod cli;
 mod cpu;
+mod cuda;
 mod differential;
 mod filetests;
 mod fuzz_parser;

@@ -1,0 +1,966 @@
+//! The CUDA device (DESIGN §5) through the CUDA driver API (cudarc, libcuda loaded at run
+//! time): programs compiled to PTX by the LLVM backend and JIT-loaded by the driver (cached
+//! per device), input arrays kept resident on the device between launches, outputs left on
+//! the device until read.
+//!
+//! Nothing here panics when the driver is missing or fails: the library's presence is checked
+//! before any cudarc call, every driver error becomes a [`CudaError`] naming the call, and the
+//! calls into cudarc run under `catch_unwind` in case its bindings panic (a symbol missing
+//! from an old driver, say).
+//!
+//! Kernel ABI (docs/abi.md; `weft_backend_llvm::PtxKernel`): the parameters are the context
+//! words of the layout, filled as [`crate::CpuDevice::launch`] fills its context block (plane
+//! device pointers, uniform storage bits, array extents, launch rank and extents), then
+//! `begin: i64` and `end: i64`; threads walk the elements in a grid-stride loop, so any grid
+//! is correct. Planes are not padded (one element per thread); arrays hold at least one
+//! element. All planes of one array (its tuple lanes) share one device allocation.
+
+use crate::cpu::RuntimeError;
+use crate::planes::{fill_plane, plane_bytes, read_output, scalar_lanes, to_storage};
+use cudarc::driver::{result, sys, CudaContext, CudaSlice, CudaStream, DevicePtr, DriverError};
+use std::collections::HashMap;
+use std::ffi::{c_int, c_uint, c_void, CString};
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+use weft_ir::abi::{lanes, Layout};
+use weft_ir::interp::{HostArray, Input, RunError};
+use weft_ir::launch::{check_launch_rank, plan_launch};
+use weft_ir::{Module, ParamKind, Type};
+
+/// The highest compute capability (major·10 + minor) PTX is generated for: LLVM 19 knows
+/// sm_90; newer devices JIT that PTX forward.
+pub const MAX_SM: u32 = 90;
+
+/// The largest grid (blocks in x) a launch uses.
+const MAX_GRID: u32 = i32::MAX as u32;
+
+/// Block size when the driver's occupancy calculator is unavailable.
+const FALLBACK_BLOCK: u32 = 256;
+
+/// Why a CUDA operation failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CudaError {
+    /// The driver library (libcuda) is not installed or could not be loaded.
+    #[error("no CUDA driver found (libcuda.so could not be loaded)")]
+    NoDriver,
+    /// A driver call failed.
+    #[error("{}", driver_message(call, code, description, log.as_deref()))]
+    Driver {
+        /// The driver function, e.g. `cuModuleLoadDataEx`.
+        call: &'static str,
+        /// The error's name, e.g. `CUDA_ERROR_INVALID_PTX`.
+        code: String,
+        /// The driver's description of the error (empty if it gave none).
+        description: String,
+        /// The PTX JIT's error log, for module loads.
+        log: Option<String>,
+    },
+    /// The requested device ordinal does not exist.
+    #[error("no CUDA device {ordinal}: the CUDA driver reports {count} device(s)")]
+    NoSuchDevice {
+        /// The ordinal asked for.
+        ordinal: usize,
+        /// How many devices the driver reports.
+        count: usize,
+    },
+    /// The driver bindings panicked (e.g. a function missing from an old driver); caught.
+    #[error("{call}: the CUDA driver bindings panicked: {message}")]
+    Panic {
+        /// The operation that was running.
+        call: &'static str,
+        /// The panic's message.
+        message: String,
+    },
+}
+
+fn driver_message(call: &str, code: &str, description: &str, log: Option<&str>) -> String {
+    let mut s = format!("{call}: {code}");
+    if !description.is_empty() {
+        s.push_str(&format!(" ({description})"));
+    }
+    if let Some(l) = log.filter(|l| !l.trim().is_empty()) {
+        s.push_str(&format!("\n{}", l.trim_end()));
+    }
+    s
+}
+
+impl CudaError {
+    /// The driver error code's name (`CUDA_ERROR_…`) if this is a failed driver call.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            CudaError::Driver { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+/// A driver error from `call`.
+fn drv(call: &'static str, e: DriverError) -> CudaError {
+    let description = e
+        .error_string()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    CudaError::Driver {
+        call,
+        code: format!("{:?}", e.0),
+        description,
+        log: None,
+    }
+}
+
+/// Runs `f` (which calls into cudarc), turning a panic into [`CudaError::Panic`].
+fn guard<T>(call: &'static str, f: impl FnOnce() -> Result<T, CudaError>) -> Result<T, CudaError> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let message = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".to_string());
+        Err(CudaError::Panic { call, message })
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Loads libcuda and runs `cuInit` once per process; the outcome is remembered.
+fn driver() -> Result<(), CudaError> {
+    static INIT: OnceLock<Result<(), CudaError>> = OnceLock::new();
+    INIT.get_or_init(|| {
+        // SAFETY: only tries to open the library under its usual names (and closes it).
+        if !guard("dlopen(libcuda)", || Ok(unsafe { sys::is_culib_present() }))? {
+            return Err(CudaError::NoDriver);
+        }
+        guard("cuInit", || result::init().map_err(|e| drv("cuInit", e)))
+    })
+    .clone()
+}
+
+/// True for driver errors that mean "a driver library, but no usable GPU".
+fn means_no_device(e: &CudaError) -> bool {
+    matches!(
+        e.code(),
+        Some("CUDA_ERROR_NO_DEVICE") | Some("CUDA_ERROR_STUB_LIBRARY")
+    )
+}
+
+/// Whether the CUDA driver can be used: `Ok` when libcuda loads and `cuInit` succeeds.
+///
+/// # Errors
+/// [`CudaError::NoDriver`] ("no CUDA driver found (libcuda.so could not be loaded)") when the
+/// library is missing; otherwise the failing call, e.g. `cuInit: CUDA_ERROR_NO_DEVICE`.
+pub fn cuda_driver_status() -> Result<(), CudaError> {
+    driver()
+}
+
+/// The driver's CUDA version as (major, minor), e.g. (13, 0).
+///
+/// # Errors
+/// As [`cuda_driver_status`], or `cuDriverGetVersion` failing.
+pub fn cuda_driver_version() -> Result<(u32, u32), CudaError> {
+    driver()?;
+    guard("cuDriverGetVersion", || {
+        let mut v: c_int = 0;
+        // SAFETY: writes one int.
+        unsafe { sys::cuDriverGetVersion(&mut v) }
+            .result()
+            .map_err(|e| drv("cuDriverGetVersion", e))?;
+        Ok(((v / 1000) as u32, ((v % 1000) / 10) as u32))
+    })
+}
+
+/// What the driver reports about one device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// Device ordinal (0-based, in the driver's order; `CUDA_VISIBLE_DEVICES` applies).
+    pub ordinal: usize,
+    /// Product name, e.g. "NVIDIA H100 80GB HBM3".
+    pub name: String,
+    /// Compute capability (major, minor), e.g. (9, 0).
+    pub compute_capability: (u32, u32),
+    /// Number of streaming multiprocessors.
+    pub multiprocessors: u32,
+    /// Total device memory in bytes.
+    pub memory_bytes: u64,
+}
+
+impl fmt::Display for DeviceInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "CUDA device {}: {} (sm_{}{}, {} SMs, {:.1} GiB)",
+            self.ordinal,
+            self.name,
+            self.compute_capability.0,
+            self.compute_capability.1,
+            self.multiprocessors,
+            self.memory_bytes as f64 / (1u64 << 30) as f64
+        )
+    }
+}
+
+fn device_count() -> Result<usize, CudaError> {
+    Ok(result::device::get_count().map_err(|e| drv("cuDeviceGetCount", e))? as usize)
+}
+
+fn device_info(ordinal: usize) -> Result<DeviceInfo, CudaError> {
+    let dev = result::device::get(ordinal as c_int).map_err(|e| drv("cuDeviceGet", e))?;
+    let name = result::device::get_name(dev).map_err(|e| drv("cuDeviceGetName", e))?;
+    let attr = |a: sys::CUdevice_attribute| -> Result<u32, CudaError> {
+        // SAFETY: `dev` came from cuDeviceGet.
+        let v = unsafe { result::device::get_attribute(dev, a) }
+            .map_err(|e| drv("cuDeviceGetAttribute", e))?;
+        Ok(v.max(0) as u32)
+    };
+    use sys::CUdevice_attribute as A;
+    let major = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+    let minor = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+    let multiprocessors = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    // SAFETY: as above.
+    let memory_bytes =
+        unsafe { result::device::total_mem(dev) }.map_err(|e| drv("cuDeviceTotalMem", e))? as u64;
+    Ok(DeviceInfo {
+        ordinal,
+        name,
+        compute_capability: (major, minor),
+        multiprocessors,
+        memory_bytes,
+    })
+}
+
+/// The CUDA devices present.
+///
+/// # Errors
+/// None when there is no driver library, or a driver but no usable GPU (`cuInit` reports
+/// `CUDA_ERROR_NO_DEVICE` or `CUDA_ERROR_STUB_LIBRARY`): those give an empty list. Other
+/// driver failures are returned, naming the call.
+pub fn cuda_devices() -> Result<Vec<DeviceInfo>, CudaError> {
+    match driver() {
+        Ok(()) => {}
+        Err(CudaError::NoDriver) => return Ok(Vec::new()),
+        Err(e) if means_no_device(&e) => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    }
+    guard("cuDeviceGetCount", || {
+        (0..device_count()?).map(device_info).collect()
+    })
+}
+
+/// Launch geometry and code generation options of a CUDA device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct GpuConfig {
+    /// Threads per block; `None` picks the driver's occupancy suggestion
+    /// (`cuOccupancyMaxPotentialBlockSize`, 256 if unavailable). Clamped to 1 … the kernel's
+    /// limit (usually 1024).
+    pub block: Option<u32>,
+    /// Blocks in the grid; `None` picks `min(⌈n / block⌉, SMs × resident blocks per SM)`
+    /// (at least 1), each thread then looping over several elements. Clamped to 1 … 2³¹−1.
+    pub grid: Option<u32>,
+    /// Compile with fast-math (`weft_backend_llvm::Options::fast_math`): results may differ
+    /// from the interpreter.
+    pub fast_math: bool,
+}
+
+/// Host↔device copies a device has made since it was created (cumulative counters). Kernel
+/// parameters (the context words) are not transfers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Transfers {
+    /// Host-to-device copies (one per input array uploaded, all its tuple lanes together).
+    pub uploads: u64,
+    /// Bytes copied host to device.
+    pub upload_bytes: u64,
+    /// Device-to-host copies (one per output array read back).
+    pub downloads: u64,
+    /// Bytes copied device to host.
+    pub download_bytes: u64,
+}
+
+impl Transfers {
+    /// The transfers made after `earlier` (a previous reading of the same device).
+    pub fn since(&self, earlier: &Transfers) -> Transfers {
+        Transfers {
+            uploads: self.uploads.saturating_sub(earlier.uploads),
+            upload_bytes: self.upload_bytes.saturating_sub(earlier.upload_bytes),
+            downloads: self.downloads.saturating_sub(earlier.downloads),
+            download_bytes: self.download_bytes.saturating_sub(earlier.download_bytes),
+        }
+    }
+}
+
+/// A loaded module and its kernel function; unloaded on drop.
+struct LoadedModule {
+    ctx: Arc<CudaContext>,
+    module: sys::CUmodule,
+    func: sys::CUfunction,
+}
+
+// SAFETY: module and function handles may be used from any thread once the owning context is
+// bound there (every use binds it first); the driver API is thread-safe.
+unsafe impl Send for LoadedModule {}
+// SAFETY: as above; the handles are never mutated.
+unsafe impl Sync for LoadedModule {}
+
+impl Drop for LoadedModule {
+    fn drop(&mut self) {
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            let _ = self.ctx.bind_to_thread();
+            // SAFETY: loaded by `Inner::load_module` and unloaded only here.
+            let _ = unsafe { result::module::unload(self.module) };
+        }));
+    }
+}
+
+/// A program compiled to PTX and loaded on one device, with its launch limits.
+pub struct CudaKernel {
+    module: LoadedModule,
+    /// The context words the kernel takes as parameters (before `begin`, `end`).
+    pub layout: Layout,
+    /// The PTX text the driver loaded.
+    pub ptx: String,
+    /// The compute capability the PTX was generated for (major·10 + minor, at most
+    /// [`MAX_SM`]).
+    pub sm: u32,
+    /// Time LLVM took to lower, optimise and emit PTX.
+    pub llvm_time: Duration,
+    /// Time the driver took to load the module (PTX JIT to machine code).
+    pub load_time: Duration,
+    /// The kernel's limit on threads per block (`CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`).
+    pub max_block: u32,
+    /// Registers per thread (`CU_FUNC_ATTRIBUTE_NUM_REGS`; 0 if the driver did not say).
+    pub registers: u32,
+    /// The block size the occupancy calculator suggests (or 256).
+    pub auto_block: u32,
+    /// Blocks of `auto_block` threads resident per multiprocessor (at least 1).
+    pub blocks_per_sm: u32,
+}
+
+/// One device allocation (an array's planes, or an output's).
+struct DeviceBuffer {
+    slice: CudaSlice<u8>,
+    ptr: u64,
+}
+
+/// A resident input: the host array (a strong clone) and its device copy.
+type Resident = (Arc<HostArray>, Arc<DeviceBuffer>);
+
+/// The device state shared by a [`CudaDevice`] and its launches.
+struct Inner {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    info: DeviceInfo,
+    sm: u32,
+    kernels: Mutex<HashMap<(u64, String, bool), Arc<CudaKernel>>>,
+    /// Uploaded inputs keyed by the address of their `Arc<HostArray>`; the strong clone keeps
+    /// the address from being reused (and the array from being changed) while cached.
+    resident: Mutex<HashMap<usize, Resident>>,
+    uploads: AtomicU64,
+    upload_bytes: AtomicU64,
+    downloads: AtomicU64,
+    download_bytes: AtomicU64,
+}
+
+impl Inner {
+    fn bind(&self) -> Result<(), CudaError> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| drv("cuCtxSetCurrent", e))
+    }
+
+    fn sync(&self) -> Result<(), CudaError> {
+        self.stream
+            .synchronize()
+            .map_err(|e| drv("cuStreamSynchronize", e))
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<DeviceBuffer, CudaError> {
+        // SAFETY: every caller writes or zeroes all bytes before a kernel reads them.
+        let slice = unsafe { self.stream.alloc::<u8>(bytes) }.map_err(|e| drv("cuMemAlloc", e))?;
+        let ptr = slice.device_ptr(&self.stream).0;
+        Ok(DeviceBuffer { slice, ptr })
+    }
+
+    fn alloc_zeroed(&self, bytes: usize) -> Result<DeviceBuffer, CudaError> {
+        let mut b = self.alloc(bytes)?;
+        self.stream
+            .memset_zeros(&mut b.slice)
+            .map_err(|e| drv("cuMemsetD8Async", e))?;
+        Ok(b)
+    }
+
+    fn upload(&self, host: &[u8]) -> Result<DeviceBuffer, CudaError> {
+        let mut b = self.alloc(host.len())?;
+        self.stream
+            .memcpy_htod(host, &mut b.slice)
+            .map_err(|e| drv("cuMemcpyHtoDAsync", e))?;
+        self.uploads.fetch_add(1, Ordering::Relaxed);
+        self.upload_bytes
+            .fetch_add(host.len() as u64, Ordering::Relaxed);
+        Ok(b)
+    }
+
+    fn download(&self, b: &DeviceBuffer) -> Result<Vec<u8>, CudaError> {
+        let v = self
+            .stream
+            .clone_dtoh(&b.slice)
+            .map_err(|e| drv("cuMemcpyDtoHAsync", e))?;
+        self.sync()?;
+        self.downloads.fetch_add(1, Ordering::Relaxed);
+        self.download_bytes
+            .fetch_add(v.len() as u64, Ordering::Relaxed);
+        Ok(v)
+    }
+
+    /// Drops cached inputs whose array the host no longer holds (only the cache's clone is
+    /// left, so no later launch can name them).
+    fn evict_dropped(&self) {
+        lock(&self.resident).retain(|_, (a, _)| Arc::strong_count(a) > 1);
+    }
+
+    /// The device copy of `a` (all tuple lanes, plane after plane, at least one element
+    /// each), uploaded on first use.
+    fn resident(&self, a: &Arc<HostArray>) -> Result<Arc<DeviceBuffer>, CudaError> {
+        let key = Arc::as_ptr(a) as usize;
+        let mut map = lock(&self.resident);
+        if let Some((_, b)) = map.get(&key) {
+            return Ok(b.clone());
+        }
+        let (s, nl) = scalar_lanes(a.elem);
+        let pb = plane_bytes(s, a.len());
+        let mut host = vec![0u8; pb * nl];
+        for (l, plane) in host.chunks_exact_mut(pb).enumerate() {
+            fill_plane(plane, a, l);
+        }
+        let b = Arc::new(self.upload(&host)?);
+        map.insert(key, (a.clone(), b.clone()));
+        Ok(b)
+    }
+
+    /// Loads PTX (NUL-free text) and finds its entry; JIT errors come with the JIT's log.
+    fn load_module(&self, ptx: &str, entry: &str) -> Result<LoadedModule, CudaError> {
+        let bad = |what: &str| CudaError::Driver {
+            call: "cuModuleLoadDataEx",
+            code: "CUDA_ERROR_INVALID_VALUE".into(),
+            description: format!("the {what} contains a NUL byte"),
+            log: None,
+        };
+        let image = CString::new(ptx).map_err(|_| bad("PTX text"))?;
+        let entry_c = CString::new(entry).map_err(|_| bad("entry name"))?;
+        self.bind()?;
+        let mut log = vec![0u8; 1 << 14];
+        let mut opts = [
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        ];
+        let mut vals: [*mut c_void; 2] = [log.as_mut_ptr().cast(), log.len() as *mut c_void];
+        let mut module: sys::CUmodule = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated PTX image; two options whose values are a writable buffer
+        // and its size (passed by value, as the driver API specifies); `log` outlives the call.
+        let r = unsafe {
+            sys::cuModuleLoadDataEx(
+                &mut module,
+                image.as_ptr().cast(),
+                opts.len() as c_uint,
+                opts.as_mut_ptr(),
+                vals.as_mut_ptr(),
+            )
+        };
+        if let Err(e) = r.result() {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            let mut err = drv("cuModuleLoadDataEx", e);
+            if let CudaError::Driver { log: l, .. } = &mut err {
+                *l = Some(String::from_utf8_lossy(&log[..end]).into_owned());
+            }
+            return Err(err);
+        }
+        let loaded = |func| LoadedModule {
+            ctx: self.ctx.clone(),
+            module,
+            func,
+        };
+        // SAFETY: `module` was just loaded.
+        match unsafe { result::module::get_function(module, entry_c) } {
+            Ok(func) => Ok(loaded(func)),
+            Err(e) => {
+                drop(loaded(std::ptr::null_mut()));
+                Err(drv("cuModuleGetFunction", e))
+            }
+        }
+    }
+
+    /// Resident blocks of `block` threads per multiprocessor for `f` (at least 1).
+    fn blocks_per_sm(&self, f: sys::CUfunction, block: u32) -> u32 {
+        // SAFETY: `f` is a loaded kernel; no dynamic shared memory.
+        unsafe { result::occupancy::max_active_block_per_multiprocessor(f, block as c_int, 0) }
+            .map_or(1, |b| b.max(1) as u32)
+    }
+
+    /// Block and grid for a launch of `n` elements.
+    fn geometry(&self, k: &CudaKernel, cfg: &GpuConfig, n: usize) -> Result<(u32, u32), CudaError> {
+        let block = cfg.block.map_or(k.auto_block, |b| b.clamp(1, k.max_block));
+        let grid = match cfg.grid {
+            Some(g) => g.clamp(1, MAX_GRID),
+            None => {
+                let per_sm = if block == k.auto_block {
+                    k.blocks_per_sm
+                } else {
+                    self.bind()?;
+                    self.blocks_per_sm(k.module.func, block)
+                };
+                let full = (self.info.multiprocessors.max(1) as u64) * per_sm as u64;
+                (n as u64)
+                    .div_ceil(block as u64)
+                    .min(full)
+                    .clamp(1, MAX_GRID as u64) as u32
+            }
+        };
+        Ok((block, grid))
+    }
+}
+
+/// A CUDA device: one GPU's primary context and default stream, a kernel cache, resident
+/// inputs and transfer counters. Cheap to share between threads (`Send + Sync`); launches
+/// keep what they use alive.
+pub struct CudaDevice {
+    inner: Arc<Inner>,
+    config: GpuConfig,
+}
+
+impl CudaDevice {
+    /// Opens device `ordinal` (0-based): retains its primary context.
+    ///
+    /// # Errors
+    /// [`CudaError::NoDriver`] without a driver library; [`CudaError::NoSuchDevice`] (naming
+    /// how many devices exist) for an ordinal out of range or a driver without a GPU; else
+    /// the failing driver call.
+    pub fn new(ordinal: usize) -> Result<CudaDevice, CudaError> {
+        match driver() {
+            Ok(()) => {}
+            Err(e) if e.code() == Some("CUDA_ERROR_NO_DEVICE") => {
+                return Err(CudaError::NoSuchDevice { ordinal, count: 0 })
+            }
+            Err(e) => return Err(e),
+        }
+        guard("CudaDevice::new", || {
+            let count = device_count()?;
+            if ordinal >= count {
+                return Err(CudaError::NoSuchDevice { ordinal, count });
+            }
+            let info = device_info(ordinal)?;
+            let ctx = CudaContext::new(ordinal).map_err(|e| drv("cuDevicePrimaryCtxRetain", e))?;
+            // SAFETY: this device uses one stream only, so no cross-stream tracking is needed.
+            unsafe { ctx.disable_event_tracking() };
+            let stream = ctx.default_stream();
+            let (major, minor) = info.compute_capability;
+            Ok(CudaDevice {
+                inner: Arc::new(Inner {
+                    sm: (major * 10 + minor).min(MAX_SM),
+                    ctx,
+                    stream,
+                    info,
+                    kernels: Mutex::default(),
+                    resident: Mutex::default(),
+                    uploads: AtomicU64::new(0),
+                    upload_bytes: AtomicU64::new(0),
+                    downloads: AtomicU64::new(0),
+                    download_bytes: AtomicU64::new(0),
+                }),
+                config: GpuConfig::default(),
+            })
+        })
+    }
+
+    /// What the driver reports about this device.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.inner.info
+    }
+
+    /// The compute capability PTX is generated for (major·10 + minor, at most [`MAX_SM`]).
+    pub fn sm(&self) -> u32 {
+        self.inner.sm
+    }
+
+    /// The launch configuration used by later launches (default: automatic geometry,
+    /// precise math).
+    pub fn config(&self) -> GpuConfig {
+        self.config
+    }
+
+    /// Sets the launch configuration for later launches (prepared launches keep theirs).
+    pub fn set_config(&mut self, config: GpuConfig) {
+        self.config = config;
+    }
+
+    /// Host↔device copies so far.
+    pub fn transfers(&self) -> Transfers {
+        let i = &self.inner;
+        Transfers {
+            uploads: i.uploads.load(Ordering::Relaxed),
+            upload_bytes: i.upload_bytes.load(Ordering::Relaxed),
+            downloads: i.downloads.load(Ordering::Relaxed),
+            download_bytes: i.download_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Number of kernels in the cache.
+    pub fn cached(&self) -> usize {
+        lock(&self.inner.kernels).len()
+    }
+
+    /// Number of input arrays resident on the device.
+    pub fn resident_inputs(&self) -> usize {
+        lock(&self.inner.resident).len()
+    }
+
+    /// Forgets every resident input (their device memory is freed once no prepared launch
+    /// uses it); the next launch uploads its inputs again.
+    pub fn clear_resident(&self) {
+        lock(&self.inner.resident).clear();
+    }
+
+    /// The loaded kernel for program `name` of `m` with the current `fast_math` setting,
+    /// from the cache (keyed by the module's structural fingerprint, the name and
+    /// `fast_math`) or freshly compiled and loaded.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Llvm`] when PTX generation fails; [`RuntimeError::Cuda`] when the
+    /// driver rejects the module (the message carries the JIT log).
+    pub fn kernel(&self, m: &Module, name: &str) -> Result<Arc<CudaKernel>, RuntimeError> {
+        self.kernel_with(m, name, self.config().fast_math)
+    }
+
+    fn kernel_with(
+        &self,
+        m: &Module,
+        name: &str,
+        fast_math: bool,
+    ) -> Result<Arc<CudaKernel>, RuntimeError> {
+        let key = (weft_ir::launch::fingerprint(m), name.to_string(), fast_math);
+        if let Some(k) = lock(&self.inner.kernels).get(&key) {
+            return Ok(k.clone());
+        }
+        let i = &self.inner;
+        let ptx = weft_backend_llvm::compile_ptx(
+            m,
+            name,
+            i.sm,
+            weft_backend_llvm::Options { fast_math },
+        )?;
+        let t0 = Instant::now();
+        let module = guard("cuModuleLoadDataEx", || i.load_module(&ptx.ptx, &ptx.entry))?;
+        let load_time = t0.elapsed();
+        let f = module.func;
+        let fattr = |a: sys::CUfunction_attribute| {
+            // SAFETY: `f` is the kernel just loaded.
+            unsafe { result::function::get_function_attribute(f, a) }
+                .ok()
+                .filter(|&v| v > 0)
+                .map(|v| v as u32)
+        };
+        let (max_block, registers, auto_block, blocks_per_sm) = guard("cuOccupancy", || {
+            use sys::CUfunction_attribute as F;
+            let max_block = fattr(F::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK).unwrap_or(1024);
+            let registers = fattr(F::CU_FUNC_ATTRIBUTE_NUM_REGS).unwrap_or(0);
+            // SAFETY: `f` is loaded; no dynamic shared memory.
+            let auto = unsafe { result::occupancy::max_potential_block_size(f, None, 0, 0) }
+                .ok()
+                .filter(|&(_, b)| b > 0)
+                .map_or(FALLBACK_BLOCK, |(_, b)| b as u32)
+                .clamp(1, max_block);
+            Ok((max_block, registers, auto, i.blocks_per_sm(f, auto)))
+        })?;
+        let k = Arc::new(CudaKernel {
+            module,
+            layout: ptx.layout,
+            ptx: ptx.ptx,
+            sm: i.sm,
+            llvm_time: ptx.compile_time,
+            load_time,
+            max_block,
+            registers,
+            auto_block,
+            blocks_per_sm,
+        });
+        Ok(lock(&i.kernels).entry(key).or_insert(k).clone())
+    }
+
+    /// Applies program `name` over arrays (DESIGN §5) like
+    /// [`weft_ir::Interpreter::apply`], on the GPU: launch, run, read the outputs. Results
+    /// are bit-identical to the interpreter's unless `fast_math` is set.
+    ///
+    /// # Errors
+    /// As [`CudaDevice::launch`], [`CudaLaunch::run`] and [`CudaLaunch::outputs`].
+    pub fn apply(
+        &self,
+        m: &Module,
+        name: &str,
+        inputs: &[Input],
+        shape: Option<&[usize]>,
+    ) -> Result<Vec<HostArray>, RuntimeError> {
+        let mut l = self.launch(m, name, inputs, shape)?;
+        l.run()?;
+        l.outputs()
+    }
+
+    /// Prepares a launch: checks the inputs (the interpreter's messages), compiles (or finds)
+    /// the kernel, uploads the input arrays not yet resident on the device, allocates the
+    /// outputs and picks the launch geometry from the device's [`GpuConfig`]. A launch of no
+    /// elements transfers and allocates nothing.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Run`] for bad inputs or launch shape, [`RuntimeError::Llvm`] when PTX
+    /// generation fails, [`RuntimeError::Cuda`] when a driver call fails.
+    pub fn launch(
+        &self,
+        m: &Module,
+        name: &str,
+        inputs: &[Input],
+        shape: Option<&[usize]>,
+    ) -> Result<CudaLaunch, RuntimeError> {
+        let p = m
+            .get(name)
+            .ok_or_else(|| RunError::UnknownProgram(name.to_string()))?;
+        let (launch, n) = plan_launch(p, inputs, shape)?;
+        check_launch_rank(m, p, launch.len())?;
+        let cfg = self.config();
+        let kernel = self.kernel_with(m, name, cfg.fast_math)?;
+        let i = &self.inner;
+        let layout = &kernel.layout;
+        let mut words = vec![0u64; layout.words];
+        let mut keep = Vec::new();
+        if n > 0 {
+            i.evict_dropped();
+        }
+        for (k, (par, inp)) in p.params.iter().zip(inputs).enumerate() {
+            let w = layout.params[k];
+            match (par.kind, inp) {
+                (ParamKind::Varying | ParamKind::Array, Input::Array(a)) => {
+                    let nl = lanes(a.elem);
+                    if n > 0 {
+                        let b = guard("cuMemcpyHtoDAsync", || i.resident(a))?;
+                        let pb = plane_bytes(scalar_lanes(a.elem).0, a.len()) as u64;
+                        for l in 0..nl {
+                            words[w + l] = b.ptr + l as u64 * pb;
+                        }
+                        keep.push(b);
+                    }
+                    if par.kind == ParamKind::Array {
+                        for (x, &d) in a.shape.iter().enumerate() {
+                            words[w + nl + x] = d as u64;
+                        }
+                    }
+                }
+                (ParamKind::Uniform, Input::Uniform(c)) => {
+                    let s = c.ty.elem_scalar();
+                    for (l, &bits) in c.lane_bits().iter().enumerate() {
+                        words[w + l] = to_storage(s, bits);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut outs = Vec::new();
+        for (k, o) in p.outputs.iter().enumerate() {
+            let (s, nl) = scalar_lanes(o.ty);
+            let buf = if n > 0 {
+                let pb = plane_bytes(s, n);
+                let b = guard("cuMemAlloc", || i.alloc_zeroed(pb * nl))?;
+                for l in 0..nl {
+                    words[layout.outputs[k] + l] = b.ptr + (l * pb) as u64;
+                }
+                Some(b)
+            } else {
+                None
+            };
+            outs.push((o.ty, buf));
+        }
+        words[layout.launch] = launch.len() as u64;
+        for (k, &d) in launch.iter().enumerate() {
+            words[layout.launch + 1 + k] = d as u64;
+        }
+        let (block, grid) = guard("cuOccupancyMaxActiveBlocksPerMultiprocessor", || {
+            i.geometry(&kernel, &cfg, n)
+        })?;
+        Ok(CudaLaunch {
+            dev: self.inner.clone(),
+            kernel,
+            words,
+            _inputs: keep,
+            outs,
+            shape: launch,
+            n,
+            block,
+            grid,
+            ran: false,
+            host: None,
+        })
+    }
+}
+
+/// A prepared CUDA launch: kernel, resident inputs, device outputs and geometry (see
+/// [`CudaDevice::launch`]). Outputs stay on the device until [`CudaLaunch::outputs`].
+pub struct CudaLaunch {
+    dev: Arc<Inner>,
+    kernel: Arc<CudaKernel>,
+    words: Vec<u64>,
+    _inputs: Vec<Arc<DeviceBuffer>>,
+    outs: Vec<(Type, Option<DeviceBuffer>)>,
+    shape: Vec<usize>,
+    n: usize,
+    block: u32,
+    grid: u32,
+    ran: bool,
+    host: Option<Vec<HostArray>>,
+}
+
+impl CudaLaunch {
+    /// Number of elements in the launch.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// True for a launch of no elements (which never launches a kernel).
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Threads per block.
+    pub fn block(&self) -> u32 {
+        self.block
+    }
+
+    /// Blocks in the grid.
+    pub fn grid(&self) -> u32 {
+        self.grid
+    }
+
+    /// The kernel launched.
+    pub fn kernel(&self) -> &Arc<CudaKernel> {
+        &self.kernel
+    }
+
+    /// Queues one kernel launch over every element (no synchronisation).
+    fn enqueue(&self) -> Result<(), CudaError> {
+        let d = &self.dev;
+        d.bind()?;
+        let mut words = self.words.clone();
+        let mut begin: i64 = 0;
+        let mut end: i64 = self.n as i64;
+        let mut params: Vec<*mut c_void> = words
+            .iter_mut()
+            .map(|w| (w as *mut u64).cast::<c_void>())
+            .collect();
+        params.push((&mut begin as *mut i64).cast());
+        params.push((&mut end as *mut i64).cast());
+        // SAFETY: the kernel takes `layout.words` u64 values then two i64 (the PTX ABI); the
+        // parameter values are copied by the call; every plane pointer addresses a live
+        // buffer (held by `self`) of at least `n` elements (arrays: their length, at least 1).
+        unsafe {
+            result::launch_kernel(
+                self.kernel.module.func,
+                (self.grid, 1, 1),
+                (self.block, 1, 1),
+                0,
+                d.stream.cu_stream(),
+                &mut params,
+            )
+        }
+        .map_err(|e| drv("cuLaunchKernel", e))
+    }
+
+    /// Runs the kernel over every element and waits for it (nothing for an empty launch).
+    /// Outputs read before are read again afterwards.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Cuda`]: `cuLaunchKernel`, or `cuStreamSynchronize` for faults during
+    /// the kernel (after which the context is unusable, as CUDA errors are sticky).
+    pub fn run(&mut self) -> Result<(), RuntimeError> {
+        self.host = None;
+        if self.n > 0 {
+            guard("cuLaunchKernel", || {
+                self.enqueue()?;
+                self.dev.sync()
+            })?;
+        }
+        self.ran = true;
+        Ok(())
+    }
+
+    /// Launches the kernel `reps` times back to back and returns the total GPU time between
+    /// CUDA events recorded before the first and after the last launch (zero for an empty
+    /// launch or no reps).
+    ///
+    /// # Errors
+    /// As [`CudaLaunch::run`], or the event calls failing.
+    pub fn time_runs(&mut self, reps: u32) -> Result<Duration, RuntimeError> {
+        if self.n == 0 || reps == 0 {
+            self.ran |= reps > 0;
+            return Ok(Duration::ZERO);
+        }
+        self.host = None;
+        let d = self.dev.clone();
+        let ms = guard("cuEventRecord", || {
+            let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+            let start = d
+                .ctx
+                .new_event(timing)
+                .map_err(|e| drv("cuEventCreate", e))?;
+            let stop = d
+                .ctx
+                .new_event(timing)
+                .map_err(|e| drv("cuEventCreate", e))?;
+            start
+                .record(&d.stream)
+                .map_err(|e| drv("cuEventRecord", e))?;
+            for _ in 0..reps {
+                self.enqueue()?;
+            }
+            stop.record(&d.stream)
+                .map_err(|e| drv("cuEventRecord", e))?;
+            start
+                .elapsed_ms(&stop)
+                .map_err(|e| drv("cuEventElapsedTime", e))
+        })?;
+        self.ran = true;
+        Ok(Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+    }
+
+    /// The outputs as host arrays of the launch shape, running the launch first if it has
+    /// not run. The first call after a run downloads them; later calls return the host copy
+    /// without transferring again.
+    ///
+    /// # Errors
+    /// As [`CudaLaunch::run`], or `cuMemcpyDtoHAsync` failing.
+    pub fn outputs(&mut self) -> Result<Vec<HostArray>, RuntimeError> {
+        if let Some(h) = &self.host {
+            return Ok(h.clone());
+        }
+        if !self.ran {
+            self.run()?;
+        }
+        let (d, n, shape) = (&self.dev, self.n, &self.shape);
+        let host = guard("cuMemcpyDtoHAsync", || {
+            self.outs
+                .iter()
+                .map(|(ty, buf)| match buf {
+                    None => Ok(HostArray {
+                        elem: *ty,
+                        shape: shape.clone(),
+                        data: Vec::new(),
+                    }),
+                    Some(b) => {
+                        let bytes = d.download(b)?;
+                        let (s, _) = scalar_lanes(*ty);
+                        let planes: Vec<&[u8]> = bytes.chunks_exact(plane_bytes(s, n)).collect();
+                        Ok(read_output(*ty, shape, n, &planes))
+                    }
+                })
+                .collect::<Result<Vec<_>, CudaError>>()
+        })?;
+        self.host = Some(host.clone());
+        Ok(host)
+    }
+}

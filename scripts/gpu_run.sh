@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# On the GPU machine (after scripts/gpu_pack.sh here, with .gpu carried): unpacks the
+# binaries, runs every filetest on the cuda backend and the CUDA integration tests, builds the
+# nvcc baselines and runs the GPU benchmarks. Output goes to stdout and $OUT (if set).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+# The binaries were built in /work/main and find filetests and examples there.
+[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+out=${OUT:-/tmp/weft-gpu}; mkdir -p "$out" /tmp/weft-bin
+for f in .gpu/*.xz; do
+  python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$f" "/tmp/weft-bin/$(basename "$f" .xz)"
+done
+chmod +x /tmp/weft-bin/*
+mkdir -p data/cache && cp .gpu/mache.pqr data/cache/
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+/tmp/weft-bin/weft devices
+echo "== filetests on cuda"
+WEFT_FILETEST_BACKENDS=cuda /tmp/weft-bin/all filetests --test-threads 1 2>&1 | tail -15 | tee "$out/filetests.txt"
+echo "== cuda integration tests"
+/tmp/weft-bin/all cuda --test-threads 1 --nocapture 2>&1 | tail -30 | tee "$out/cuda_tests.txt"
+echo "== baselines"
+nvcc -O3 -arch=sm_90 -o /tmp/weft-bin/baseline_precise bench/cuda/baseline.cu
+nvcc -O3 -arch=sm_90 --use_fast_math -o /tmp/weft-bin/baseline_fast bench/cuda/baseline.cu
+echo "== benchmarks"
+/tmp/weft-bin/weft-bench gpu /tmp/weft-bin 2>&1 | tee "$out/gpu.md"
