@@ -21,5 +21,6 @@ echo "== cuda integration tests"
 echo "== baselines"
 nvcc -O3 -arch=sm_90 -o /tmp/weft-bin/baseline_precise bench/cuda/baseline.cu
 nvcc -O3 -arch=sm_90 --use_fast_math -o /tmp/weft-bin/baseline_fast bench/cuda/baseline.cu
+nvcc -O3 -arch=sm_90 --fmad=false -o /tmp/weft-bin/baseline_nofma bench/cuda/baseline.cu
 echo "== benchmarks"
 /tmp/weft-bin/weft-bench gpu /tmp/weft-bin 2>&1 | tee "$out/gpu.md"

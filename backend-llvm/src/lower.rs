@@ -159,6 +159,13 @@ pub(crate) struct Lower<'m> {
     decls: BTreeSet<String>,
     helpers: BTreeSet<&'static str>,
     words: HashMap<usize, String>,
+    /// Extent operands: (array, axis) each one measures.
+    extent_of: HashMap<String, (usize, usize)>,
+    /// Counters of uniform `for` loops known to lie in `[0, extent)` of (array, axis): reads
+    /// at them need no boundary handling.
+    in_range: HashMap<String, (usize, usize)>,
+    /// PTX fast-math: `sqrt` results and their operands, for `q / sqrt(x)` → `q * rsqrt(x)`.
+    sqrt_of: HashMap<String, String>,
     tmp: usize,
     lbl: usize,
     arrays: Vec<ArrayInfo>,
@@ -607,7 +614,17 @@ impl<'m> Lower<'m> {
             O::Sub => bin("fsub"),
             O::Mul => bin("fmul"),
             O::Div => {
-                if self.fast && self.flavor == Flavor::Ptx && s == ScalarType::F32 {
+                let ptx_fast = self.fast && self.flavor == Flavor::Ptx && s == ScalarType::F32;
+                if let (true, Some(r)) = (ptx_fast, self.sqrt_of.get(&x[1]).cloned()) {
+                    let rs = self.intrinsic(
+                        "",
+                        "llvm.nvvm.rsqrt.approx.ftz.f",
+                        "float",
+                        &[("float".into(), r)],
+                    );
+                    return Ok(self.def(format!("fmul {f}float {}, {rs}", x[0])));
+                }
+                if ptx_fast {
                     return Ok(self.intrinsic(
                         "",
                         "llvm.nvvm.div.approx.ftz.f",
@@ -630,12 +647,14 @@ impl<'m> Lower<'m> {
             O::Abs => return Ok(un(self, "fabs")),
             O::Sqrt => {
                 if self.fast && self.flavor == Flavor::Ptx && s == ScalarType::F32 {
-                    return Ok(self.intrinsic(
+                    let r = self.intrinsic(
                         "",
                         "llvm.nvvm.sqrt.approx.ftz.f",
                         "float",
                         &[("float".into(), x[0].clone())],
-                    ));
+                    );
+                    self.sqrt_of.insert(r.clone(), x[0].clone());
+                    return Ok(r);
                 }
                 return Ok(un(self, "sqrt"));
             }
@@ -964,6 +983,7 @@ impl<'m> Lower<'m> {
         let mut inb_all: Option<String> = None;
         for (k, n) in dims.iter().enumerate() {
             let c = lane_of(coords, k).v;
+            let known = self.in_range.get(&c) == Some(&(ai, k));
             let c = if cs.bits() == 64 {
                 c
             } else {
@@ -989,6 +1009,7 @@ impl<'m> Lower<'m> {
             };
             let m = self.mangle(ScalarType::I64, u);
             let c = match boundary {
+                _ if known => c,
                 Boundary::Clamp => {
                     let one = self.konst(ScalarType::I64, 1, u);
                     let hi = self.def(format!("sub {t64} {n1}, {one}"));
@@ -1176,9 +1197,11 @@ impl<'m> Lower<'m> {
                 };
                 let (s, _) = elem_of(res_ty.expect("typed"));
                 let dims = self.arrays[ai].dims.clone();
-                Ok(vec![LV::U(
-                    dims.iter().map(|x| self.narrow_extent(s, x)).collect(),
-                )])
+                let xs: Vec<String> = dims.iter().map(|x| self.narrow_extent(s, x)).collect();
+                for (k, x) in xs.iter().enumerate() {
+                    self.extent_of.insert(x.clone(), (ai, k));
+                }
+                Ok(vec![LV::U(xs)])
             }
             O::Read => {
                 let LV::Array(ai) = args[0] else {
@@ -1548,6 +1571,11 @@ impl<'m> Lower<'m> {
                 };
                 let m = act.as_deref().or(mask);
                 let i = self.def(format!("load {}, ptr {islot}", self.ty(s, uniform)));
+                // lo ≥ 0 and hi = extent(a, axis): the counter indexes `a` in range.
+                let lo_ok = lo.v.parse::<i64>().is_ok_and(|x| x >= 0);
+                if let (true, true, Some(&fact)) = (uniform, lo_ok, self.extent_of.get(&hi.v)) {
+                    self.in_range.insert(i.clone(), fact);
+                }
                 let carried = self.load_slots(&slots, &reprs);
                 let il = Lane {
                     v: i.clone(),
@@ -1693,6 +1721,9 @@ pub(crate) fn lower(
         decls: BTreeSet::new(),
         helpers: BTreeSet::new(),
         words: HashMap::new(),
+        extent_of: HashMap::new(),
+        in_range: HashMap::new(),
+        sqrt_of: HashMap::new(),
         tmp: 0,
         lbl: 0,
         arrays: Vec::new(),

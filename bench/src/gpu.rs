@@ -3,7 +3,7 @@
 //! `--use_fast_math`), and the time from IR to a loaded module. Run on the GPU machine; the
 //! baselines come from `bench/cuda/baseline.cu` (built there by `scripts/gpu_bench.sh`).
 
-use crate::{fail, load, mdh_atoms, mdh_inputs, median, root, run_secs, Row};
+use crate::{compare_with_file, fail, load, mdh_atoms, mdh_inputs, median, root, run_secs, Row};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -11,8 +11,8 @@ use weft_ir::interp::{HostArray, Input};
 use weft_ir::Const;
 use weft_runtime::{CpuDevice, CudaDevice, GpuConfig, HostCompiler};
 
-/// Runs the GPU benchmarks; `dir` holds the nvcc-built `baseline_precise` and
-/// `baseline_fast`. Prints a markdown table.
+/// Runs the GPU benchmarks; `dir` holds the nvcc-built `baseline_precise`, `baseline_fast`
+/// and `baseline_nofma` (`--fmad=false`: no contraction, like weft's precise mode). Prints a markdown table.
 pub fn main(dir: &Path) {
     let mut rows = Vec::new();
     let mut notes = Vec::new();
@@ -20,6 +20,7 @@ pub fn main(dir: &Path) {
     let info = dev.info().clone();
     let precise = dir.join("baseline_precise");
     let fast = dir.join("baseline_fast");
+    let nofma = dir.join("baseline_nofma");
 
     // ---- saxpy vs device-to-device copy, 2^26 and 2^28 f32.
     let m = load("examples/ir/saxpy.weft");
@@ -116,6 +117,7 @@ pub fn main(dir: &Path) {
     for (fast_math, base, label) in [
         (false, &precise, "nvcc -O3"),
         (true, &fast, "nvcc -O3 --use_fast_math"),
+        (false, &nofma, "nvcc -O3 --fmad=false"),
     ] {
         eprintln!("MDH on the GPU, fast_math = {fast_math} ...");
         dev.set_config(GpuConfig {
@@ -138,16 +140,7 @@ pub fn main(dir: &Path) {
         }
         let (wt, ct) = (median(w), median(c));
         let pot = l.outputs().unwrap_or_else(|e| fail(e.to_string()))[0].to_f32();
-        let c_pot: Vec<f32> = std::fs::read(&out_c)
-            .unwrap_or_default()
-            .chunks(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        let maxv = c_pot.iter().fold(0f32, |a, &v| a.max(v.abs()));
-        let maxd = pot
-            .iter()
-            .zip(&c_pot)
-            .fold(0f32, |a, (&x, &y)| a.max((x - y).abs()));
+        let (maxd, maxv) = compare_with_file(&pot, &out_c);
         notes.push(format!(
             "MDH GPU ({}) vs CUDA ({label}): max |difference| = {:.1e} of max |V| = {maxv:.3}",
             if fast_math { "fast-math" } else { "precise" },

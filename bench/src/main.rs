@@ -116,6 +116,22 @@ fn mdh_inputs(atoms: &[[f32; 4]], nk: usize, nj: usize, ni: usize) -> ([Input; 3
     )
 }
 
+/// Compares `ours` with the f32 values in file `path` (little-endian, as the C and CUDA
+/// baselines write them): (max |difference|, max |value| of the file).
+fn compare_with_file(ours: &[f32], path: &Path) -> (f32, f32) {
+    let theirs: Vec<f32> = std::fs::read(path)
+        .unwrap_or_default()
+        .chunks(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let maxv = theirs.iter().fold(0f32, |a, &v| a.max(v.abs()));
+    let maxd = ours
+        .iter()
+        .zip(&theirs)
+        .fold(0f32, |a, (&w, &c)| a.max((w - c).abs()));
+    (maxd, maxv)
+}
+
 struct Row {
     workload: String,
     weft: String,
@@ -276,16 +292,7 @@ fn main() {
             }
             let (weft_t, c_t) = (median(weft_r), median(c_r));
             let (lp_t, lf_t, cp_t) = (median(lp_r), median(lf_r), median(cp_r));
-            let c_pot: Vec<f32> = std::fs::read(&out_c)
-                .unwrap_or_default()
-                .chunks(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect();
-            let maxv = c_pot.iter().fold(0f32, |a, &v| a.max(v.abs()));
-            let maxd = pot
-                .iter()
-                .zip(&c_pot)
-                .fold(0f32, |a, (&w, &c)| a.max((w - c).abs()));
+            let (maxd, maxv) = compare_with_file(&pot, &out_c);
             notes.push(format!(
                 "MDH: weft vs C (fast-math) max |difference| = {:.1e} of max |V| = {maxv:.3}",
                 maxd / maxv
