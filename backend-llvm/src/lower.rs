@@ -664,6 +664,24 @@ impl<'m> Lower<'m> {
             O::Round => return Ok(un(self, "round")),
             O::Min | O::Max => {
                 let n = if op == O::Min { "minimum" } else { "maximum" };
+                if s == ScalarType::F16 {
+                    // LLVM 19's x86 lowering of f16 `minimum`/`maximum` drops NaN (found by
+                    // the differential test), and InstCombine folds an f32 detour back to
+                    // f16; so NaN is selected on the bits.
+                    let r = self.intrinsic(
+                        f,
+                        &format!("llvm.{n}.{m}"),
+                        &t,
+                        &[(t.clone(), x[0].clone()), (t.clone(), x[1].clone())],
+                    );
+                    let ti = self.ty(ScalarType::I16, u);
+                    let tb = self.ty(ScalarType::Bool, u);
+                    let nan = self.def(format!("fcmp uno {t} {}, {}", x[0], x[1]));
+                    let rb = self.def(format!("bitcast {t} {r} to {ti}"));
+                    let qnan = self.konst(ScalarType::I16, 0x7e00, u);
+                    let sel = self.def(format!("select {tb} {nan}, {ti} {qnan}, {ti} {rb}"));
+                    return Ok(self.def(format!("bitcast {ti} {sel} to {t}")));
+                }
                 return Ok(self.intrinsic(
                     f,
                     &format!("llvm.{n}.{m}"),

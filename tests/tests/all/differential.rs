@@ -1,4 +1,4 @@
-//! Interpreter vs Cranelift on every element-wise op and scalar type, over arrays of random
+//! Interpreter vs Cranelift and LLVM on every element-wise op and scalar type, over arrays of random
 //! bit patterns mixed with special values (NaN, ±inf, ±0, subnormals, MIN/MAX, zero divisors,
 //! shift amounts past the width): results must be bit-identical (any NaN = any NaN).
 
@@ -6,7 +6,7 @@ use std::sync::Arc;
 use weft_ir::interp::{HostArray, Input, Interpreter};
 use weft_ir::konst::canon;
 use weft_ir::{ScalarType, Type};
-use weft_runtime::CpuDevice;
+use weft_runtime::{CpuDevice, HostCompiler};
 
 fn specials(s: ScalarType) -> Vec<u64> {
     let w = s.bits();
@@ -69,7 +69,13 @@ fn same(s: ScalarType, a: &[u64], b: &[u64]) -> bool {
 
 #[test]
 fn every_elementwise_op_matches_the_interpreter() {
-    let dev = CpuDevice::new();
+    let devs = [
+        ("cranelift", CpuDevice::new()),
+        (
+            "llvm",
+            CpuDevice::with_compiler(HostCompiler::Llvm(Default::default())),
+        ),
+    ];
     let n = 517; // not a whole number of blocks
     let mut checked = 0;
     let mut failures = Vec::new();
@@ -139,36 +145,38 @@ fn every_elementwise_op_matches_the_interpreter() {
                 })
                 .collect();
             let want = Interpreter::new(&m).apply("p", &ins, None).expect("interp");
-            let got = dev.apply(&m, "p", &ins, None).expect("cranelift");
-            checked += 1;
-            if !same(rty.elem_scalar(), &want[0].data, &got[0].data) {
-                let i = (0..n)
-                    .find(|&i| {
-                        !same(
-                            rty.elem_scalar(),
-                            &want[0].data[i..i + 1],
-                            &got[0].data[i..i + 1],
-                        )
-                    })
-                    .unwrap_or(0);
-                let args: Vec<String> = ins
-                    .iter()
-                    .map(|x| match x {
-                        Input::Array(a) => format!("{:#x}", a.data[i]),
-                        _ => String::new(),
-                    })
-                    .collect();
-                failures.push(format!(
-                    "{}: element {i} args {args:?}: interp {:#x}, cranelift {:#x}",
-                    src.lines().nth(1).unwrap_or("").trim(),
-                    want[0].data[i],
-                    got[0].data[i]
-                ));
+            for (backend, dev) in &devs {
+                let got = dev.apply(&m, "p", &ins, None).expect(backend);
+                checked += 1;
+                if !same(rty.elem_scalar(), &want[0].data, &got[0].data) {
+                    let i = (0..n)
+                        .find(|&i| {
+                            !same(
+                                rty.elem_scalar(),
+                                &want[0].data[i..i + 1],
+                                &got[0].data[i..i + 1],
+                            )
+                        })
+                        .unwrap_or(0);
+                    let args: Vec<String> = ins
+                        .iter()
+                        .map(|x| match x {
+                            Input::Array(a) => format!("{:#x}", a.data[i]),
+                            _ => String::new(),
+                        })
+                        .collect();
+                    failures.push(format!(
+                        "{}: element {i} args {args:?}: interp {:#x}, {backend} {:#x}",
+                        src.lines().nth(1).unwrap_or("").trim(),
+                        want[0].data[i],
+                        got[0].data[i]
+                    ));
+                }
             }
         }
     }
-    println!("differential: {checked} programs x {n} elements");
-    assert!(checked >= 390, "only {checked} programs");
+    println!("differential: {checked} (program, backend) pairs x {n} elements");
+    assert!(checked >= 780, "only {checked} (program, backend) pairs");
     assert!(
         failures.is_empty(),
         "{} of {checked} programs differ:\n{}",
