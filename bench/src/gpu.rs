@@ -3,7 +3,9 @@
 //! `--use_fast_math`), and the time from IR to a loaded module. Run on the GPU machine; the
 //! baselines come from `bench/cuda/baseline.cu` (built there by `scripts/gpu_bench.sh`).
 
-use crate::{compare_with_file, fail, load, mdh_atoms, mdh_inputs, median, root, run_secs, Row};
+use crate::{
+    compare_with_file, fail, load, mdh_atoms, mdh_inputs, median, root, run_secs, table, Row,
+};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -194,16 +196,6 @@ pub fn main(dir: &Path) {
         info.memory_bytes >> 30
     ));
     md.push_str("Written by `scripts/gpu_run.sh` on the GPU machine (`weft-bench gpu`); weft and the\nbaseline alternate in 5 rounds; times are medians of kernel time (CUDA events / stream\nsynchronise), inputs resident on the device.\n\n");
-    md.push_str("| workload | weft (cuda) | baseline | ratio | target |\n|---|---|---|---|---|\n");
-    for r in &rows {
-        md.push_str(&format!(
-            "| {} | {} | {} | {} | {} |\n",
-            r.workload, r.weft, r.baseline, r.ratio, r.target
-        ));
-    }
-    md.push('\n');
-    for n in &notes {
-        md.push_str(&format!("- {n}\n"));
-    }
+    table(&mut md, "weft (cuda)", &rows, &notes);
     print!("{md}");
 }

@@ -132,6 +132,23 @@ fn compare_with_file(ours: &[f32], path: &Path) -> (f32, f32) {
     (maxd, maxv)
 }
 
+/// Appends the markdown table of `rows` (weft column titled `weft`) and the `notes` list.
+fn table(md: &mut String, weft: &str, rows: &[Row], notes: &[String]) {
+    md.push_str(&format!(
+        "| workload | {weft} | baseline | ratio | target |\n|---|---|---|---|---|\n"
+    ));
+    for r in rows {
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            r.workload, r.weft, r.baseline, r.ratio, r.target
+        ));
+    }
+    md.push('\n');
+    for n in notes {
+        md.push_str(&format!("- {n}\n"));
+    }
+}
+
 struct Row {
     workload: String,
     weft: String,
@@ -426,17 +443,7 @@ fn main() {
         "is measured side by side in one run on the same machine and inputs; times are medians.\n",
     );
     md.push_str(&format!("Machine: {cpu}, {threads} threads (weft's rayon pool and OpenMP both use all of them).\n\n"));
-    md.push_str("| workload | weft | baseline | ratio | target |\n|---|---|---|---|---|\n");
-    for r in &rows {
-        md.push_str(&format!(
-            "| {} | {} | {} | {} | {} |\n",
-            r.workload, r.weft, r.baseline, r.ratio, r.target
-        ));
-    }
-    md.push('\n');
-    for n in &notes {
-        md.push_str(&format!("- {n}\n"));
-    }
+    table(&mut md, "weft", &rows, &notes);
     print!("{md}");
     let extra =
         std::fs::read_to_string(root().join("docs/performance-notes.md")).unwrap_or_default();
