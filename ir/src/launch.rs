@@ -5,6 +5,23 @@ use crate::interp::{check_array, Input, RunError};
 use crate::opcode::Opcode;
 use crate::program::{Imm, Module, ParamKind, Program};
 
+/// What a device does before compiling: finds program `name` in `m`, checks `inputs`
+/// ([`plan_launch`]) and the launch rank against `index`/`shape` ([`check_launch_rank`]).
+/// Returns the program, the launch shape and its element count.
+pub fn plan_program_launch<'m>(
+    m: &'m Module,
+    name: &str,
+    inputs: &[Input],
+    shape: Option<&[usize]>,
+) -> Result<(&'m Program, Vec<usize>, usize), RunError> {
+    let p = m
+        .get(name)
+        .ok_or_else(|| RunError::UnknownProgram(name.to_string()))?;
+    let (launch, n) = plan_launch(p, inputs, shape)?;
+    check_launch_rank(m, p, launch.len())?;
+    Ok((p, launch, n))
+}
+
 /// Checks `inputs` (one per parameter) against `p` and returns the launch shape and its
 /// element count: the shape shared by every varying input, or `shape` when there is none.
 /// Errors name the first offending input.

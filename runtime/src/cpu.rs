@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use weft_backend_cranelift::abi::{lanes, Layout, PAD};
 use weft_backend_cranelift::{compile, CompileError, Kernel};
 use weft_ir::interp::{HostArray, Input, RunError};
-use weft_ir::launch::{check_launch_rank, plan_launch};
+use weft_ir::launch::plan_program_launch;
 use weft_ir::{Module, ParamKind};
 
 /// Why a launch failed (CPU or CUDA device).
@@ -155,11 +155,7 @@ impl CpuDevice {
         inputs: &[Input],
         shape: Option<&[usize]>,
     ) -> Result<Launch, RuntimeError> {
-        let p = m
-            .get(name)
-            .ok_or_else(|| RunError::UnknownProgram(name.to_string()))?;
-        let (launch, n) = plan_launch(p, inputs, shape)?;
-        check_launch_rank(m, p, launch.len())?;
+        let (p, launch, n) = plan_program_launch(m, name, inputs, shape)?;
         let kernel = self.kernel(m, name)?;
         let layout = kernel.layout();
         let padded = n.div_ceil(PAD) * PAD;

@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 use weft_ir::abi::{lanes, Layout};
-use weft_ir::interp::{HostArray, Input, RunError};
-use weft_ir::launch::{check_launch_rank, plan_launch};
+use weft_ir::interp::{HostArray, Input};
+use weft_ir::launch::plan_program_launch;
 use weft_ir::{Module, ParamKind, Type};
 
 /// The highest compute capability (major·10 + minor) PTX is generated for: LLVM 19 knows
@@ -720,11 +720,7 @@ impl CudaDevice {
         inputs: &[Input],
         shape: Option<&[usize]>,
     ) -> Result<CudaLaunch, RuntimeError> {
-        let p = m
-            .get(name)
-            .ok_or_else(|| RunError::UnknownProgram(name.to_string()))?;
-        let (launch, n) = plan_launch(p, inputs, shape)?;
-        check_launch_rank(m, p, launch.len())?;
+        let (p, launch, n) = plan_program_launch(m, name, inputs, shape)?;
         let cfg = self.config();
         let kernel = self.kernel_with(m, name, cfg.fast_math)?;
         let i = &self.inner;
