@@ -6,6 +6,7 @@
 //! agree with it bit for bit.
 
 pub mod abi;
+pub mod algebra;
 pub mod builder;
 pub mod diag;
 pub mod interp;
