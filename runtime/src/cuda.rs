@@ -720,6 +720,13 @@ impl CudaDevice {
         inputs: &[Input],
         shape: Option<&[usize]>,
     ) -> Result<CudaLaunch, RuntimeError> {
+        // Uniform work runs once here, in a prologue (DESIGN §4 uniform lifting).
+        plan_program_launch(m, name, inputs, shape)?;
+        let lifted = weft_ir::passes::lift::prepare_launch(m, name, inputs)?;
+        let (m, inputs) = match &lifted {
+            Some((km, ins)) => (km, ins.as_slice()),
+            None => (m, inputs),
+        };
         let (p, launch, n) = plan_program_launch(m, name, inputs, shape)?;
         let cfg = self.config();
         let kernel = self.kernel_with(m, name, cfg.fast_math)?;

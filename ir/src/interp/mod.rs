@@ -152,7 +152,7 @@ pub struct Interpreter<'m> {
     pub fuel: u64,
 }
 
-type Lanes = [u64; 4];
+pub(crate) type Lanes = [u64; 4];
 
 struct Frame<'a> {
     vals: Vec<Lanes>,
@@ -552,127 +552,128 @@ impl<'m> Interpreter<'m> {
             }
             _ => {
                 let t = rty?;
-                single(self.pure(d, &|i| arg(i), &|i| aty(i), t))
+                single(pure(d, &|i| arg(i), &|i| aty(i), t))
             }
         }
     }
+}
 
-    /// A pure op on scalars/tuples.
-    fn pure(
-        &self,
-        d: &crate::OpData,
-        arg: &dyn Fn(usize) -> Lanes,
-        aty: &dyn Fn(usize) -> Type,
-        rty: Type,
-    ) -> Lanes {
-        use Opcode as O;
-        let mut out = [0u64; 4];
-        let n = lanes_of(rty);
-        let op = d.opcode;
-        match op {
-            O::Tuple => {
-                for (i, o) in out.iter_mut().enumerate().take(d.args.len()) {
-                    *o = arg(i)[0];
-                }
+/// A pure op on scalars/tuples (not a control op, call, `read`, `extent`, `index`, `shape`
+/// or a math function, which the interpreter runs expanded): its result lanes from its
+/// operands' lanes and types. Constant folding evaluates with it too.
+pub(crate) fn pure(
+    d: &crate::OpData,
+    arg: &dyn Fn(usize) -> Lanes,
+    aty: &dyn Fn(usize) -> Type,
+    rty: Type,
+) -> Lanes {
+    use Opcode as O;
+    let mut out = [0u64; 4];
+    let n = lanes_of(rty);
+    let op = d.opcode;
+    match op {
+        O::Tuple => {
+            for (i, o) in out.iter_mut().enumerate().take(d.args.len()) {
+                *o = arg(i)[0];
             }
-            O::Extract | O::Swizzle => {
-                if let Imm::Lanes(ls) = &d.imm {
-                    let a = arg(0);
-                    for (o, &l) in out.iter_mut().zip(ls) {
-                        *o = a[l as usize];
-                    }
-                }
-            }
-            O::Insert => {
-                out = arg(0);
-                if let Imm::Lanes(ls) = &d.imm {
-                    let v = arg(1);
-                    for (k, &l) in ls.iter().enumerate() {
-                        out[l as usize] = v[k];
-                    }
-                }
-            }
-            O::Select => {
-                let (c, a, b) = (arg(0), arg(1), arg(2));
-                let per_lane = lanes_of(aty(0)) > 1;
-                for i in 0..n {
-                    let ci = if per_lane { c[i] } else { c[0] };
-                    out[i] = if ci != 0 { a[i] } else { b[i] };
-                }
-            }
-            O::Cast | O::Bitcast => {
-                let (fs, ts) = (aty(0).elem_scalar(), rty.elem_scalar());
+        }
+        O::Extract | O::Swizzle => {
+            if let Imm::Lanes(ls) = &d.imm {
                 let a = arg(0);
-                for i in 0..n {
-                    out[i] = if op == O::Bitcast {
-                        a[i]
-                    } else {
-                        scalar::cast(fs, ts, a[i])
-                    };
-                }
-            }
-            O::Eq | O::Ne | O::Lt | O::Le | O::Gt | O::Ge => {
-                let s = aty(0).elem_scalar();
-                let (a, b) = (arg(0), arg(1));
-                for i in 0..n {
-                    out[i] = if s.is_float() {
-                        scalar::float_compare(op, s, a[i], b[i])
-                    } else {
-                        scalar::int_compare(op, s, a[i], b[i])
-                    } as u64;
-                }
-            }
-            O::Dot | O::Length | O::Normalize | O::Cross => {
-                let s = aty(0).elem_scalar();
-                let a = arg(0);
-                let b = if op == O::Dot || op == O::Cross {
-                    arg(1)
-                } else {
-                    a
-                };
-                let k = lanes_of(aty(0));
-                let fop = |o: Opcode, x: u64, y: u64| scalar::float_op(o, s, x, y, 0);
-                let dot = || {
-                    let mut acc = fop(O::Mul, a[0], b[0]);
-                    for i in 1..k {
-                        acc = fop(O::Add, acc, fop(O::Mul, a[i], b[i]));
-                    }
-                    acc
-                };
-                match op {
-                    O::Dot => out[0] = dot(),
-                    O::Length => out[0] = fop(O::Sqrt, dot(), 0),
-                    O::Normalize => {
-                        let len = fop(O::Sqrt, dot(), 0);
-                        for i in 0..k {
-                            out[i] = fop(O::Div, a[i], len);
-                        }
-                    }
-                    _ => {
-                        let m = |i: usize, j: usize| fop(O::Mul, a[i], b[j]);
-                        out[0] = fop(O::Sub, m(1, 2), m(2, 1));
-                        out[1] = fop(O::Sub, m(2, 0), m(0, 2));
-                        out[2] = fop(O::Sub, m(0, 1), m(1, 0));
-                    }
-                }
-            }
-            _ => {
-                let s = rty.elem_scalar();
-                let get = |i: usize| if i < d.args.len() { arg(i) } else { [0; 4] };
-                let (a, b, c) = (get(0), get(1), get(2));
-                for i in 0..n {
-                    out[i] = if s.is_float() {
-                        scalar::float_op(op, s, a[i], b[i], c[i])
-                    } else if d.args.len() == 1 {
-                        scalar::int_unary(op, s, a[i])
-                    } else {
-                        scalar::int_binary(op, s, a[i], b[i])
-                    };
+                for (o, &l) in out.iter_mut().zip(ls) {
+                    *o = a[l as usize];
                 }
             }
         }
-        out
+        O::Insert => {
+            out = arg(0);
+            if let Imm::Lanes(ls) = &d.imm {
+                let v = arg(1);
+                for (k, &l) in ls.iter().enumerate() {
+                    out[l as usize] = v[k];
+                }
+            }
+        }
+        O::Select => {
+            let (c, a, b) = (arg(0), arg(1), arg(2));
+            let per_lane = lanes_of(aty(0)) > 1;
+            for i in 0..n {
+                let ci = if per_lane { c[i] } else { c[0] };
+                out[i] = if ci != 0 { a[i] } else { b[i] };
+            }
+        }
+        O::Cast | O::Bitcast => {
+            let (fs, ts) = (aty(0).elem_scalar(), rty.elem_scalar());
+            let a = arg(0);
+            for i in 0..n {
+                out[i] = if op == O::Bitcast {
+                    a[i]
+                } else {
+                    scalar::cast(fs, ts, a[i])
+                };
+            }
+        }
+        O::Eq | O::Ne | O::Lt | O::Le | O::Gt | O::Ge => {
+            let s = aty(0).elem_scalar();
+            let (a, b) = (arg(0), arg(1));
+            for i in 0..n {
+                out[i] = if s.is_float() {
+                    scalar::float_compare(op, s, a[i], b[i])
+                } else {
+                    scalar::int_compare(op, s, a[i], b[i])
+                } as u64;
+            }
+        }
+        O::Dot | O::Length | O::Normalize | O::Cross => {
+            let s = aty(0).elem_scalar();
+            let a = arg(0);
+            let b = if op == O::Dot || op == O::Cross {
+                arg(1)
+            } else {
+                a
+            };
+            let k = lanes_of(aty(0));
+            let fop = |o: Opcode, x: u64, y: u64| scalar::float_op(o, s, x, y, 0);
+            let dot = || {
+                let mut acc = fop(O::Mul, a[0], b[0]);
+                for i in 1..k {
+                    acc = fop(O::Add, acc, fop(O::Mul, a[i], b[i]));
+                }
+                acc
+            };
+            match op {
+                O::Dot => out[0] = dot(),
+                O::Length => out[0] = fop(O::Sqrt, dot(), 0),
+                O::Normalize => {
+                    let len = fop(O::Sqrt, dot(), 0);
+                    for i in 0..k {
+                        out[i] = fop(O::Div, a[i], len);
+                    }
+                }
+                _ => {
+                    let m = |i: usize, j: usize| fop(O::Mul, a[i], b[j]);
+                    out[0] = fop(O::Sub, m(1, 2), m(2, 1));
+                    out[1] = fop(O::Sub, m(2, 0), m(0, 2));
+                    out[2] = fop(O::Sub, m(0, 1), m(1, 0));
+                }
+            }
+        }
+        _ => {
+            let s = rty.elem_scalar();
+            let get = |i: usize| if i < d.args.len() { arg(i) } else { [0; 4] };
+            let (a, b, c) = (get(0), get(1), get(2));
+            for i in 0..n {
+                out[i] = if s.is_float() {
+                    scalar::float_op(op, s, a[i], b[i], c[i])
+                } else if d.args.len() == 1 {
+                    scalar::int_unary(op, s, a[i])
+                } else {
+                    scalar::int_binary(op, s, a[i], b[i])
+                };
+            }
+        }
     }
+    out
 }
 
 impl<'a> Frame<'a> {
@@ -706,7 +707,13 @@ pub(crate) fn check_array(ty: Type, a: &HostArray) -> Result<(), String> {
 
 /// Reads element `coords` of `a` under `boundary` (DESIGN §2). Empty arrays read as zero
 /// under clamp and repeat.
-fn read(a: &HostArray, elem: Type, boundary: Boundary, cs: ScalarType, coords: &Lanes) -> Lanes {
+pub(crate) fn read(
+    a: &HostArray,
+    elem: Type,
+    boundary: Boundary,
+    cs: ScalarType,
+    coords: &Lanes,
+) -> Lanes {
     let l = lanes_of(elem);
     let mut lin = 0usize;
     for (ax, &n) in a.shape.iter().enumerate() {

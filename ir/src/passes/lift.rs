@@ -1,4 +1,280 @@
-//! Uniform lifting (stub: being written).
-use crate::program::Module;
-/// Lifts uniform work of every program of `m` into prologues.
-pub fn lift_module(m: &mut Module) { let _ = m; }
+//! Uniform lifting (DESIGN §4; RapidMind's `normalize(n)` example): work at the top level of
+//! a program body that depends only on uniform inputs and constants moves into a per-launch
+//! *prologue* program, evaluated once per launch; its results reach the kernel as new
+//! uniform inputs.
+//!
+//! [`lift_program`] splits one program. The text pass ([`lift_module`]) replaces `@p` by the
+//! kernel and adds the prologue as `@p.prologue`: the prologue takes `@p`'s uniform inputs
+//! (same names and order) and returns the lifted values; the kernel takes `@p`'s inputs and
+//! then one uniform per prologue output, in order. The devices lift at launch
+//! ([`prepare_launch`]), so users never see the split. Lifted: pure ops (and `if`/loops
+//! whose every operand, nested ones included, is lifted) that do not read `index`,
+//! `shape`, arrays or call other programs; constants are copied where needed, not lifted
+//! on their own. Run `licm` first to bring uniform work out of loops.
+
+use super::util::{copy_op, mapped, substitute, ValueMap};
+use crate::interp::{Arg, Input, Interpreter, RunError};
+use crate::opcode::Opcode;
+use crate::program::{Imm, Module, Op, ParamKind, Program, Region, Value};
+use std::collections::HashSet;
+
+/// A program split into a per-launch prologue and the kernel that uses its results.
+#[derive(Clone, Debug)]
+pub struct Lifted {
+    /// `@p.prologue`: `p`'s uniform inputs in, the lifted values out.
+    pub prologue: Program,
+    /// `@p`: `p`'s inputs, then one uniform per prologue output.
+    pub kernel: Program,
+}
+
+/// The prologue name for program `name`.
+pub fn prologue_name(name: &str) -> String {
+    format!("{name}.prologue")
+}
+
+/// Splits every program of `m` that has uniform work to lift and that no program calls
+/// (lifting changes the signature); prologues are appended to the module.
+pub fn lift_module(m: &mut Module) {
+    let mut called = HashSet::new();
+    for p in &m.programs {
+        p.walk(&mut |op| {
+            if let Imm::Callee(n) = &p.op(op).imm {
+                called.insert(n.clone());
+            }
+        });
+    }
+    let mut prologues = Vec::new();
+    for i in 0..m.programs.len() {
+        let p = &m.programs[i];
+        let has_prologue = m.get(&prologue_name(&p.name)).is_some();
+        if called.contains(&p.name) || has_prologue || p.name.ends_with(".prologue") {
+            continue;
+        }
+        if let Some(l) = lift_program(p) {
+            m.programs[i] = l.kernel;
+            prologues.push(l.prologue);
+        }
+    }
+    m.programs.extend(prologues);
+}
+
+/// Forbidden anywhere in lifted work: per-element or memory-reading ops and calls.
+fn forbidden(op: Opcode) -> bool {
+    matches!(
+        op,
+        Opcode::Index | Opcode::Shape | Opcode::Read | Opcode::Extent | Opcode::Call
+    )
+}
+
+/// True if every op nested in `op` is allowed and every value they use from outside `op` is
+/// in `ok` (or is defined inside `op`).
+fn liftable(p: &Program, op: Op, ok: &HashSet<Value>) -> bool {
+    let d = p.op(op);
+    if forbidden(d.opcode) || d.opcode.is_terminator() {
+        return false;
+    }
+    let mut inner = HashSet::new();
+    let mut fine = d.args.iter().all(|a| ok.contains(a));
+    fn walk(
+        p: &Program,
+        r: Region,
+        inner: &mut HashSet<Value>,
+        ok: &HashSet<Value>,
+        fine: &mut bool,
+    ) {
+        inner.extend(p.region(r).args.iter().copied());
+        for &o in &p.region(r).ops {
+            let d = p.op(o);
+            *fine &=
+                !forbidden(d.opcode) && d.args.iter().all(|a| ok.contains(a) || inner.contains(a));
+            for &c in &d.regions {
+                walk(p, c, inner, ok, fine);
+            }
+            inner.extend(d.results.iter().copied());
+        }
+    }
+    for &r in &d.regions {
+        walk(p, r, &mut inner, ok, &mut fine);
+    }
+    fine
+}
+
+/// Splits `p` (one with no calls; run `inline` first) into prologue and kernel, or returns
+/// `None` when no non-constant uniform work feeds the per-element part.
+pub fn lift_program(p: &Program) -> Option<Lifted> {
+    let body = &p.region(p.body).ops;
+    // Values computable in the prologue: uniform parameters, constants, lifted results.
+    let mut ok: HashSet<Value> = p
+        .params
+        .iter()
+        .filter(|x| x.kind == ParamKind::Uniform)
+        .map(|x| x.value)
+        .collect();
+    let mut lifted: Vec<Op> = Vec::new();
+    let mut consts: Vec<Op> = Vec::new();
+    for &op in body {
+        let d = p.op(op);
+        if d.opcode == Opcode::Const {
+            ok.extend(d.results.iter().copied());
+            consts.push(op);
+        } else if liftable(p, op, &ok) {
+            ok.extend(d.results.iter().copied());
+            lifted.push(op);
+        }
+    }
+    // Exported: lifted results the kernel still uses.
+    let lifted_set: HashSet<Op> = lifted.iter().copied().collect();
+    let lifted_vals: HashSet<Value> = lifted
+        .iter()
+        .flat_map(|&o| p.op(o).results.iter().copied())
+        .collect();
+    let mut exported: Vec<Value> = Vec::new();
+    let mut seen = HashSet::new();
+    for &op in body {
+        if lifted_set.contains(&op) {
+            continue;
+        }
+        let mut uses = Vec::new();
+        collect_uses(p, op, &mut uses);
+        for v in uses {
+            if lifted_vals.contains(&v) && seen.insert(v) {
+                exported.push(v);
+            }
+        }
+    }
+    if exported.is_empty() {
+        return None;
+    }
+    exported.sort_by_key(|v| v.0);
+
+    // The prologue: uniform parameters, constants and lifted ops, returning `exported`.
+    let mut pro = Program::new(prologue_name(&p.name));
+    pro.loc = p.loc;
+    let mut map = ValueMap::new();
+    for (i, par) in p.params.iter().enumerate() {
+        if par.kind == ParamKind::Uniform {
+            let v = pro.add_param(ParamKind::Uniform, p.param_name(i), p.ty(par.value));
+            map.insert(par.value, v);
+        }
+    }
+    let pbody = pro.body;
+    for &op in body {
+        if consts.contains(&op) || lifted_set.contains(&op) {
+            let new = copy_op(p, op, &mut pro, &mut map);
+            pro.append(pbody, new);
+        }
+    }
+    let names = lifted_names(p, &exported);
+    let rets: Vec<Value> = exported.iter().map(|&v| mapped(&map, v)).collect();
+    pro.outputs = exported
+        .iter()
+        .zip(&names)
+        .map(|(&v, n)| crate::program::Output {
+            name: Some(n.clone()),
+            ty: p.ty(v),
+        })
+        .collect();
+    let ret = pro.new_op(Opcode::Return, rets, Imm::None, &[], vec![]);
+    pro.append(pbody, ret);
+    super::dce::dce_program(&mut pro);
+    let pro = super::util::compact(&pro);
+
+    // The kernel: `p` without the lifted ops, reading their values as new uniforms.
+    let mut k = p.clone();
+    let mut subst = ValueMap::new();
+    for (&v, n) in exported.iter().zip(&names) {
+        let u = k.add_param(ParamKind::Uniform, n.clone(), p.ty(v));
+        subst.insert(v, u);
+    }
+    let kb = k.body;
+    k.region_mut(kb).ops.retain(|o| !lifted_set.contains(o));
+    substitute(&mut k, &subst);
+    super::dce::dce_program(&mut k);
+    Some(Lifted {
+        prologue: pro,
+        kernel: super::util::compact(&k),
+    })
+}
+
+/// Every value `op` and its nested ops use.
+fn collect_uses(p: &Program, op: Op, out: &mut Vec<Value>) {
+    let d = p.op(op);
+    out.extend(d.args.iter().copied());
+    for &r in &d.regions {
+        for &o in &p.region(r).ops {
+            collect_uses(p, o, out);
+        }
+    }
+}
+
+/// Parameter names for the exported values: their name hints when free, else `lifted.N`.
+fn lifted_names(p: &Program, exported: &[Value]) -> Vec<String> {
+    let mut used: HashSet<String> = (0..p.params.len())
+        .map(|i| p.param_name(i).to_string())
+        .collect();
+    exported
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let hint = p
+                .value(v)
+                .name
+                .as_deref()
+                .map(crate::printer::sanitize)
+                .filter(|h| !h.is_empty() && !h.starts_with(|c: char| c.is_ascii_digit()));
+            let mut name = hint.unwrap_or_else(|| format!("lifted.{i}"));
+            while used.contains(&name) {
+                name.push_str(".l");
+            }
+            used.insert(name.clone());
+            name
+        })
+        .collect()
+}
+
+/// What a device runs for one launch of program `name` of `m` with `inputs`: when the
+/// program has uniform work to lift, the kernel module and the inputs extended with the
+/// prologue's results (evaluated here, once, on the interpreter); `None` otherwise.
+///
+/// Errors: the prologue's [`RunError`] (e.g. out of fuel in a uniform loop).
+pub fn prepare_launch(
+    m: &Module,
+    name: &str,
+    inputs: &[Input],
+) -> Result<Option<(Module, Vec<Input>)>, RunError> {
+    let Some(p) = m.get(name) else {
+        return Ok(None);
+    };
+    if inputs.len() != p.params.len() || has_call(p) {
+        return Ok(None);
+    }
+    let Some(l) = lift_program(p) else {
+        return Ok(None);
+    };
+    let args: Vec<Arg> = p
+        .params
+        .iter()
+        .zip(inputs)
+        .filter(|(par, _)| par.kind == ParamKind::Uniform)
+        .filter_map(|(_, inp)| match inp {
+            Input::Uniform(c) => Some(Arg::Value(*c)),
+            Input::Array(_) => None,
+        })
+        .collect();
+    let pm = Module {
+        programs: vec![l.prologue.clone()],
+    };
+    let outs = Interpreter::new(&pm).run_element(&l.prologue.name, &args, &[0], &[1])?;
+    let mut km = m.clone();
+    let i = km.position(name).expect("found above");
+    km.programs[i] = l.kernel;
+    let mut all = inputs.to_vec();
+    all.extend(outs.into_iter().map(Input::Uniform));
+    Ok(Some((km, all)))
+}
+
+fn has_call(p: &Program) -> bool {
+    let mut found = false;
+    p.walk(&mut |op| found |= p.op(op).opcode == Opcode::Call);
+    found
+}

@@ -194,3 +194,6 @@ impl Pipeline {
 pub fn run_pipeline(m: &mut Module, pipeline: &str) -> Result<(), PassError> {
     Pipeline::parse(pipeline)?.run(m)
 }
+
+#[cfg(test)]
+mod tests;
