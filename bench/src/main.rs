@@ -15,6 +15,8 @@ use weft_ir::interp::{HostArray, Input};
 use weft_ir::{Const, Type};
 use weft_runtime::{CpuDevice, HostCompiler};
 
+mod algebra;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -159,6 +161,10 @@ struct Row {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("algebra") {
+        algebra_main();
+        return;
+    }
     if args.get(1).map(String::as_str) == Some("gpu") {
         let dir = args
             .get(2)
@@ -445,11 +451,29 @@ fn main() {
     md.push_str(&format!("Machine: {cpu}, {threads} threads (weft's rayon pool and OpenMP both use all of them).\n\n"));
     table(&mut md, "weft", &rows, &notes);
     print!("{md}");
-    let extra =
-        std::fs::read_to_string(root().join("docs/performance-notes.md")).unwrap_or_default();
-    if !extra.is_empty() {
-        md.push('\n');
-        md.push_str(&extra);
+    for part in ["docs/performance-algebra.md", "docs/performance-notes.md"] {
+        let extra = std::fs::read_to_string(root().join(part)).unwrap_or_default();
+        if !extra.is_empty() {
+            md.push('\n');
+            md.push_str(&extra);
+        }
     }
     std::fs::write(root().join("docs/performance.md"), md).unwrap_or_else(|e| fail(e.to_string()));
+}
+
+/// `weft-bench algebra`: the program algebra's rows (issue 5), written to
+/// docs/performance-algebra.md, which the full run appends to docs/performance.md.
+fn algebra_main() {
+    let (mut rows, mut notes) = (Vec::new(), Vec::new());
+    algebra::rows(&mut rows, &mut notes);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut md = String::from("## Program algebra (DESIGN §4)\n\n");
+    md.push_str("Written by `cargo run --release -p weft-bench -- algebra` (after `scripts/fetch_data.sh`\n");
+    md.push_str(&format!("for coins.png); {threads} threads. Each variant is optimized with `inline,fold,cse,licm,dce`;\n"));
+    md.push_str("a. times whole applies (inputs marshalled in, outputs out: the staged run does that three\n");
+    md.push_str("times); b.–d. time the prepared kernel only. Variants alternate over 5 rounds; medians.\n\n");
+    table(&mut md, "weft (algebra result)", &rows, &notes);
+    print!("{md}");
+    std::fs::write(root().join("docs/performance-algebra.md"), md)
+        .unwrap_or_else(|e| fail(e.to_string()));
 }

@@ -1,5 +1,9 @@
-//! The `weft` command-line interface (clap): `check`, `fmt` and `run`.
+//! The `weft` command-line interface (clap): `check`, `fmt`, `emit`, `devices`, `run`, and
+//! the module transformations `opt`, `compose`, `bundle`, `bind` and `specialize`
+//! (implemented in [`transform`]).
 //! Exit codes: 0 success, 1 bad input (with a message naming the place), 2 usage.
+
+pub mod transform;
 
 use crate::npy;
 use clap::{Parser, Subcommand};
@@ -8,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use weft_ir::interp::{Input, Interpreter};
 use weft_ir::konst::parse_lane;
-use weft_ir::{Const, HostArray, Module, ParamKind, Program};
+use weft_ir::{Const, HostArray, Module, ParamKind, Program, Type};
 
 /// weft: a data-parallel JIT compiler with its own typed SSA IR.
 #[derive(Parser, Debug)]
@@ -94,6 +98,118 @@ pub enum Command {
         #[arg(long, default_value_t = weft_ir::interp::DEFAULT_FUEL)]
         fuel: u64,
     },
+    /// Optimise a module: run a pass pipeline and print the resulting module.
+    ///
+    /// Parses and verifies FILE (errors as `weft check` prints them), runs the passes of
+    /// `--passes` in order on every program (verifying after each) and prints the module.
+    /// Passes: inline, fold, cse, dce, dce-inputs, licm, math, lift-uniforms. This is the
+    /// clean-up step after `weft compose`, `bundle`, `bind` or `specialize`, which print
+    /// exactly what the program algebra builds (e.g. a bound input as a `const` that `fold`
+    /// then propagates).
+    Opt {
+        /// The .weft file.
+        file: PathBuf,
+        /// Comma-separated pass list, run in order (empty: no pass).
+        #[arg(long, value_name = "LIST", default_value = weft_ir::passes::DEFAULT_PIPELINE)]
+        passes: String,
+        /// Print `; after <pass>` and the module to stderr after each pass.
+        #[arg(long)]
+        print_after_all: bool,
+        /// Write the module to OUT instead of stdout.
+        #[arg(short, long, value_name = "OUT")]
+        output: Option<PathBuf>,
+    },
+    /// Composition p << q (DESIGN §4): @q runs first and its outputs feed @p.
+    ///
+    /// `weft compose A.weft:@p B.weft:@q` builds the program p << q: @q's outputs feed @p's
+    /// first varying inputs, in order (types must match). The result's inputs are @q's
+    /// inputs, then @p's inputs that were not fed (a uniform or array input with the same
+    /// name, kind and type in both is shared, e.g. a `uniform %dt`; a varying input whose
+    /// name is taken is renamed `%x.1`); its outputs are @p's. Calls in both programs are
+    /// inlined first, so the printed module holds just the result, named `p_q` (or NAME).
+    /// Run `weft opt` on it to optimise across the seam.
+    Compose {
+        /// The outer program @p, as FILE:@PROGRAM.
+        #[arg(value_name = "FILE:@P")]
+        p: String,
+        /// The inner program @q (runs first), as FILE:@PROGRAM; may be in the same file.
+        #[arg(value_name = "FILE:@Q")]
+        q: String,
+        /// Name of the result (without @; default `p_q`).
+        #[arg(long)]
+        name: Option<String>,
+        /// Write the module to OUT instead of stdout.
+        #[arg(short, long, value_name = "OUT")]
+        output: Option<PathBuf>,
+    },
+    /// Bundling (DESIGN §4): several programs side by side as one program.
+    ///
+    /// `weft bundle A.weft:@p B.weft:@q ...` builds one program running them all on the
+    /// same elements: their inputs concatenated in order (uniform or array inputs with the
+    /// same name, kind and type shared; clashing varying inputs renamed `%x.1`), their
+    /// outputs concatenated in order (clashing output names renamed `r_1`). Calls are
+    /// inlined first, so the printed module holds just the result, named `p_q_...` (or
+    /// NAME). Run `weft opt` on it to share common work (`cse`).
+    Bundle {
+        /// The programs, each as FILE:@PROGRAM (at least two; files may repeat).
+        #[arg(value_name = "FILE:@P", required = true, num_args = 2..)]
+        programs: Vec<String>,
+        /// Name of the result (without @; default the names joined by `_`).
+        #[arg(long)]
+        name: Option<String>,
+        /// Write the module to OUT instead of stdout.
+        #[arg(short, long, value_name = "OUT")]
+        output: Option<PathBuf>,
+    },
+    /// Tight or loose binding of inputs (DESIGN §4).
+    ///
+    /// Tight binding (the default) captures an input's value now: `--input a=2.5` removes
+    /// input %a from @p and puts a `const` in its place, which `weft opt` folds through the
+    /// program (partial evaluation). VALUE is a literal of the input's type: `2.5`, `-3`,
+    /// `true`, a tuple `(1.0, 2.0, 3.0)`; an array input takes `@FILE.npy` (its contents
+    /// are folded into the code: every `read` of it must have constant coordinates after
+    /// folding). Loose binding (`--loose --input x`) turns varying input %x into a uniform,
+    /// one value per run (`weft run --in x=...`) instead of one per element. The result
+    /// keeps @p's name and replaces it in the printed module; the other programs are kept.
+    Bind {
+        /// The .weft file.
+        file: PathBuf,
+        /// The program (with or without @); needed when the file has several.
+        #[arg(long)]
+        program: Option<String>,
+        /// An input to bind: NAME=VALUE (tight), or NAME with --loose. Repeatable.
+        #[arg(long = "input", value_name = "NAME=VALUE", required = true)]
+        inputs: Vec<String>,
+        /// Loose binding: make each --input NAME a uniform instead of capturing a value.
+        #[arg(long)]
+        loose: bool,
+        /// Write the module to OUT instead of stdout.
+        #[arg(short, long, value_name = "OUT")]
+        output: Option<PathBuf>,
+    },
+    /// Specialization (DESIGN §4): keep or drop outputs, removing the work they needed.
+    ///
+    /// `--keep r,s` keeps exactly these outputs (names or positions) in that order;
+    /// `--drop t` removes these. Dead code is removed and inputs that are no longer used
+    /// disappear. The result keeps @p's name and replaces it in the printed module; the
+    /// other programs are kept. Run `weft opt` for further clean-up.
+    #[command(group = clap::ArgGroup::new("outputs").required(true).args(["keep", "drop"]))]
+    Specialize {
+        /// The .weft file.
+        file: PathBuf,
+        /// The program (with or without @); needed when the file has several.
+        #[arg(long)]
+        program: Option<String>,
+        /// The outputs to keep, in order (comma-separated names or positions).
+        #[arg(long, value_name = "OUT,...", value_delimiter = ',', num_args = 1)]
+        keep: Option<Vec<String>>,
+        /// The outputs to drop (comma-separated names or positions).
+        #[arg(long, value_name = "OUT,...", value_delimiter = ',', num_args = 1)]
+        drop: Option<Vec<String>>,
+        /// Write the module to OUT instead of stdout.
+        #[arg(short, long, value_name = "OUT")]
+        output: Option<PathBuf>,
+    },
 }
 
 /// A CLI failure: a message for stderr; exit code 1.
@@ -134,7 +250,9 @@ pub fn run_args(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i3
         }
     };
     let mut buf = Vec::new();
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli, &mut buf)));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_to(cli, &mut buf, &mut *err)
+    }));
     let _ = out.write_all(&buf);
     match r {
         Ok(Ok(())) => 0,
@@ -160,9 +278,58 @@ pub fn run_args(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i3
     }
 }
 
-/// Executes one parsed command.
+/// Executes one parsed command, writing its output to `out` (and `--print-after-all`
+/// dumps to the process's stderr; see [`run_to`]).
 pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
+    run_to(cli, out, &mut std::io::stderr())
+}
+
+/// Executes one parsed command, writing its output to `out` and progress dumps that are not
+/// errors (`weft opt --print-after-all`) to `err`. Errors are returned, not written.
+pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), CliError> {
     match cli.command {
+        Command::Opt {
+            file,
+            passes,
+            print_after_all,
+            output,
+        } => transform::opt(&file, &passes, print_after_all, output.as_deref(), out, err),
+        Command::Compose { p, q, name, output } => {
+            transform::compose(&p, &q, name.as_deref(), output.as_deref(), out)
+        }
+        Command::Bundle {
+            programs,
+            name,
+            output,
+        } => transform::bundle(&programs, name.as_deref(), output.as_deref(), out),
+        Command::Bind {
+            file,
+            program,
+            inputs,
+            loose,
+            output,
+        } => transform::bind(
+            &file,
+            program.as_deref(),
+            &inputs,
+            loose,
+            output.as_deref(),
+            out,
+        ),
+        Command::Specialize {
+            file,
+            program,
+            keep,
+            drop,
+            output,
+        } => transform::specialize(
+            &file,
+            program.as_deref(),
+            keep.as_deref(),
+            drop.as_deref(),
+            output.as_deref(),
+            out,
+        ),
         Command::Check { files } => {
             let mut failed = false;
             let mut errors = String::new();
@@ -397,6 +564,59 @@ fn split_eq<'a>(spec: &'a str, flag: &str) -> Result<(&'a str, &'a str), CliErro
         .ok_or_else(|| format!("error: {flag} {spec}: expected NAME=VALUE").into())
 }
 
+/// Reads a .npy file as the contents of an input of type `ty`: an array parameter (its
+/// element type and rank) or a varying input (one element of type `ty` per index).
+///
+/// Errors: the file cannot be read, or its dtype or shape does not fit `ty` (the message
+/// names the file).
+fn read_array(path: &Path, ty: Type) -> Result<HostArray, String> {
+    let data = npy::read_npy(path).map_err(|e| e.to_string())?;
+    let (elem, dims) = match ty.array_parts() {
+        Some((d, e, _)) => (e, Some(d as usize)),
+        None => (ty, None),
+    };
+    npy::to_host_array(data, elem, dims).map_err(|m| format!("{}: {m}", path.display()))
+}
+
+/// Parses a literal of scalar or tuple type `ty`: one lane per comma-separated part, each
+/// read by [`parse_lane`] (`2.5`, `-3`, `true`, `0x1f`); a tuple may be written `1,2,3` or
+/// `(1, 2, 3)`. Used by `weft run --in` (uniform inputs) and `weft bind --input`.
+///
+/// Errors: a message naming the type and the lane count, or the lane that is not a valid
+/// literal of the lane type.
+fn parse_const(ty: Type, value: &str) -> Result<Const, String> {
+    let (s, n) = ty
+        .lanes()
+        .ok_or_else(|| format!("type {ty} is not a scalar or tuple"))?;
+    let text = value.trim();
+    let inner = match text.strip_prefix('(') {
+        Some(t) => t
+            .strip_suffix(')')
+            .ok_or_else(|| format!("`{value}` has `(` but no closing `)`"))?,
+        None => text,
+    };
+    let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
+    if parts.len() != n as usize {
+        let example = if n == 1 {
+            String::new()
+        } else {
+            format!(", e.g. ({})", vec!["1"; n as usize].join(", "))
+        };
+        return Err(format!(
+            "a value of type {ty} needs {n} comma-separated lane(s){example}, got `{value}`"
+        ));
+    }
+    let mut lanes = Vec::new();
+    for part in parts {
+        let (neg, text) = match part.strip_prefix('-') {
+            Some(t) => (true, t),
+            None => (false, part),
+        };
+        lanes.push(parse_lane(s, neg, text)?);
+    }
+    Ok(Const::from_lanes(ty, &lanes))
+}
+
 fn bind_inputs(p: &Program, specs: &[String]) -> Result<Vec<Input>, CliError> {
     let mut ins: Vec<Option<Input>> = vec![None; p.params.len()];
     for spec in specs {
@@ -415,24 +635,7 @@ fn bind_inputs(p: &Program, specs: &[String]) -> Result<Vec<Input>, CliError> {
         let ty = p.ty(par.value);
         let bad = |m: String| CliError(format!("error: --in {name}: {m}"));
         let input = match par.kind {
-            ParamKind::Uniform => {
-                let (s, n) = ty.lanes().ok_or_else(|| bad("not a value type".into()))?;
-                let parts: Vec<&str> = value.split(',').map(str::trim).collect();
-                if parts.len() != n as usize {
-                    return Err(bad(format!(
-                        "uniform of type {ty} needs {n} comma-separated number(s), got `{value}`"
-                    )));
-                }
-                let mut lanes = Vec::new();
-                for part in parts {
-                    let (neg, text) = match part.strip_prefix('-') {
-                        Some(t) => (true, t),
-                        None => (false, part),
-                    };
-                    lanes.push(parse_lane(s, neg, text).map_err(bad)?);
-                }
-                Input::Uniform(Const::from_lanes(ty, &lanes))
-            }
+            ParamKind::Uniform => Input::Uniform(parse_const(ty, value).map_err(bad)?),
             ParamKind::Varying | ParamKind::Array => {
                 let path = Path::new(value);
                 if !value.ends_with(".npy") && !path.exists() {
@@ -445,14 +648,7 @@ fn bind_inputs(p: &Program, specs: &[String]) -> Result<Vec<Input>, CliError> {
                         }
                     )));
                 }
-                let data = npy::read_npy(path).map_err(|e| bad(e.to_string()))?;
-                let (elem, dims) = match ty.array_parts() {
-                    Some((d, e, _)) => (e, Some(d as usize)),
-                    None => (ty, None),
-                };
-                let arr = npy::to_host_array(data, elem, dims)
-                    .map_err(|m| bad(format!("{value}: {m}")))?;
-                Input::Array(Arc::new(arr))
+                Input::Array(Arc::new(read_array(path, ty).map_err(bad)?))
             }
         };
         ins[i] = Some(input);

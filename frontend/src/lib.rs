@@ -5,6 +5,10 @@ pub mod cli;
 pub mod npy;
 
 pub use weft_ir as ir;
+/// The program algebra (DESIGN §4): binding, composition, bundling, specialization.
+pub use weft_ir::algebra;
+/// IR-to-IR passes and the pass pipeline (`weft opt`).
+pub use weft_ir::passes;
 pub use weft_ir::{
     builder::ProgramBuilder, parse_module, print_module, verify_module, Const, HostArray, Module,
     Program, ScalarType, Type,
