@@ -1,19 +1,41 @@
-//! Filetests: `.weft` files whose header lines (`test cat`, `test verifier`, `test interpret`)
-//! pick the checks and whose `;` comments hold the expectations:
+//! Filetests: `.weft` files whose header lines (`test cat`, `test verifier`, `test interpret`,
+//! `test opt PIPELINE`, `test algebra`) pick the checks and whose `;` comments hold the
+//! expectations:
 //!
 //! - `test cat`: the module round-trips (`print(parse(print(m))) == print(m)`) and the printed
 //!   text matches the `; check: TEXT` lines in order (substring match, FileCheck-style).
+//!   `; not: TEXT` (FileCheck's CHECK-NOT) requires that TEXT does not occur between the end
+//!   of the previous `check` match (or the start) and the start of the next `check` match (or
+//!   the end of the text).
 //! - `test verifier`: every `; error: TEXT` comment expects a diagnostic on its own line whose
 //!   message contains TEXT, and no other diagnostic may appear.
-//! - `test interpret`: every `; run: @p(ARGS) == RESULTS` runs @p on the interpreter;
+//! - `test interpret`: every `; run: @p(ARGS) == RESULTS` runs @p on the interpreter and on the
+//!   compiled backends ([`compiled_backends`]);
 //!   `; run: @p(ARGS) fails "TEXT"` expects a run error containing TEXT. An array literal
 //!   (`[1, 2, 3]`) for a varying input applies @p over the array; `over [4, 4]` gives the
 //!   launch shape when there is no varying input; `fuel N` sets the interpreter's fuel.
+//! - `test opt PIPELINE` (e.g. `test opt fold,dce`; names as in [`weft_ir::passes::Pipeline`]):
+//!   the module is parsed and verified, the pipeline runs on a copy (which must verify), and
+//!   the printed result is matched against the `; check:` / `; not:` lines as for `test cat`.
+//!   Every `; run:` line must then hold on the original module and on the optimized one
+//!   (interpreter only).
+//! - `test algebra`: the lines `; algebra: @NAME = OPERATION ARGS` apply program-algebra
+//!   operations ([`weft_ir::algebra`]) in file order; each result, renamed `@NAME`, is appended
+//!   to the module (so later lines and run lines can use it) and must verify and round-trip.
+//!   Operations: `compose @p, @q`; `bundle @p, @q, ...`; `bind @p INPUT=VALUE` (a value in
+//!   run-line syntax; an array literal `[...]` for an array input binds its contents);
+//!   `bind_uniform @p INPUT`; `unbind @p INPUT`; `keep @p OUT, ...`; `drop @p OUT, ...`
+//!   (output names or positions); `swizzle_inputs @p 2, 0, 1`. Input names may be written
+//!   with or without `%`. `; algebra-error: OPERATION ARGS fails "TEXT"` expects the
+//!   operation to fail with an error whose message contains TEXT. Then the `; check:` /
+//!   `; not:` lines match the printed final module and the `; run:` lines run on it
+//!   (interpreter only).
 //!
 //! Bless mode (`WEFT_BLESS=1`) rewrites the results of `; run:` lines with what the
-//! interpreter computed.
+//! interpreter computed (for `test opt`, on the original module).
 
 use std::sync::Arc;
+use weft_ir::algebra::{self, AlgebraError};
 use weft_ir::interp::{Arg, Input, Interpreter};
 use weft_ir::konst::{canon, lane_f64, parse_lane};
 use weft_ir::lexer::{lex, Tok, TokKind};
@@ -46,6 +68,10 @@ pub fn run_filetest(name: &str, src: &str, bless: bool) -> Outcome {
             "cat" => cat(name, src, &mut out),
             "verifier" => verifier(name, src, &mut out),
             "interpret" => interpret(name, src, bless, &mut out),
+            "algebra" => algebra_test(name, src, bless, &mut out),
+            t if t.split_whitespace().next() == Some("opt") => {
+                opt(name, src, t["opt".len()..].trim(), bless, &mut out)
+            }
             other => out
                 .failures
                 .push(format!("{name}: unknown test kind `{other}`")),
@@ -81,7 +107,13 @@ fn cat(name: &str, src: &str, out: &mut Outcome) {
         }
     };
     let printed = weft_ir::print_module(&m);
-    match weft_ir::parse_module(&printed) {
+    round_trip(name, &printed, out);
+    check_lines(name, src, &printed, out);
+}
+
+/// `printed` (a printed module) parses and prints back identically.
+fn round_trip(name: &str, printed: &str, out: &mut Outcome) {
+    match weft_ir::parse_module(printed) {
         Ok(m2) if weft_ir::print_module(&m2) == printed => out.passed += 1,
         Ok(m2) => out.failures.push(format!(
             "{name}: round-trip differs:\n--- first print\n{printed}\n--- second print\n{}",
@@ -89,24 +121,57 @@ fn cat(name: &str, src: &str, out: &mut Outcome) {
         )),
         Err(e) => out.failures.push(format!(
             "{name}: printed text does not parse:\n{printed}\n{}",
-            weft_ir::render(&e.0, "printed", &printed)
+            weft_ir::render(&e.0, "printed", printed)
         )),
     }
+}
+
+/// The text after `; KIND:` on `line`, trimmed, if the line holds that directive.
+fn directive<'a>(line: &'a str, kind: &str) -> Option<&'a str> {
+    line.split_once(&format!("; {kind}:"))
+        .map(|(_, p)| p.trim())
+}
+
+/// Matches the `; check:` lines of `src` in order against `printed` (each after the previous
+/// match) and the `; not:` lines against the text between the neighbouring check matches
+/// (`not:` lines before a check that fails are not judged).
+fn check_lines(name: &str, src: &str, printed: &str, out: &mut Outcome) {
     let mut pos = 0usize;
+    // `; not:` lines waiting for the next check match: (line number, pattern).
+    let mut nots: Vec<(usize, &str)> = Vec::new();
+    let check_nots = |nots: &mut Vec<(usize, &str)>, region: &str, out: &mut Outcome| {
+        for (ln, pat) in nots.drain(..) {
+            if region.contains(pat) {
+                out.failures.push(format!(
+                    "{name}:{ln}: `not: {pat}` found between the neighbouring check matches:\n{printed}"
+                ));
+            } else {
+                out.passed += 1;
+            }
+        }
+    };
     for (ln, line) in src.lines().enumerate() {
-        if let Some(pat) = line.split_once("; check:").map(|(_, p)| p.trim()) {
+        if let Some(pat) = directive(line, "check") {
             match printed[pos..].find(pat) {
                 Some(i) => {
+                    check_nots(&mut nots, &printed[pos..pos + i], out);
                     pos += i + pat.len();
                     out.passed += 1;
                 }
-                None => out.failures.push(format!(
-                    "{name}:{}: `check: {pat}` not found in the printed output (after the previous match):\n{printed}",
-                    ln + 1
-                )),
+                None => {
+                    // The pending `not:` lines have no region to be judged on.
+                    nots.clear();
+                    out.failures.push(format!(
+                        "{name}:{}: `check: {pat}` not found in the printed output (after the previous match):\n{printed}",
+                        ln + 1
+                    ));
+                }
             }
+        } else if let Some(pat) = directive(line, "not") {
+            nots.push((ln + 1, pat));
         }
     }
+    check_nots(&mut nots, &printed[pos..], out);
 }
 
 fn verifier(name: &str, src: &str, out: &mut Outcome) {
@@ -151,23 +216,57 @@ fn verifier(name: &str, src: &str, out: &mut Outcome) {
     }
 }
 
-fn interpret(name: &str, src: &str, bless: bool, out: &mut Outcome) {
+/// Parses and verifies the module of a filetest, or records why it does not.
+fn parse_verified(name: &str, src: &str, out: &mut Outcome) -> Option<Module> {
     let text = body(src);
-    let m = match weft_ir::parse_and_verify(&text) {
-        Ok(m) => m,
+    match weft_ir::parse_and_verify(&text) {
+        Ok(m) => Some(m),
         Err(e) => {
             out.failures.push(format!(
                 "{name}: does not verify:\n{}",
                 weft_ir::render(&e.0, name, &text)
             ));
-            return;
+            None
         }
+    }
+}
+
+fn interpret(name: &str, src: &str, bless: bool, out: &mut Outcome) {
+    let Some(m) = parse_verified(name, src, out) else {
+        return;
     };
     if compiled_backends().contains(&Backend::Cuda) {
         if let Err(e) = cuda_device() {
             out.failures.push(format!("{name}: {e}"));
         }
     }
+    let mode = RunMode {
+        bless,
+        backends: true,
+        label: "",
+    };
+    out.blessed = run_lines(name, src, &m, &mode, out);
+}
+
+/// How [`run_lines`] checks the `; run:` lines of a file.
+struct RunMode<'a> {
+    /// Return the file with the results of failing lines rewritten.
+    bless: bool,
+    /// Also run on the compiled backends ([`active_backends`]).
+    backends: bool,
+    /// Appended to `file:line` in failure messages (which module the line ran on).
+    label: &'a str,
+}
+
+/// Checks every `; run:` line of `src` on `m`; returns the blessed text when bless mode
+/// changed something.
+fn run_lines(
+    name: &str,
+    src: &str,
+    m: &Module,
+    mode: &RunMode,
+    out: &mut Outcome,
+) -> Option<String> {
     let mut new_lines = Vec::new();
     let mut changed = false;
     for (ln, line) in src.lines().enumerate() {
@@ -175,8 +274,8 @@ fn interpret(name: &str, src: &str, bless: bool, out: &mut Outcome) {
             new_lines.push(line.to_string());
             continue;
         };
-        let here = format!("{name}:{}", ln + 1);
-        match run_line(&m, spec.trim()) {
+        let here = format!("{name}:{}{}", ln + 1, mode.label);
+        match run_line(m, spec.trim(), mode.backends) {
             Err(e) => {
                 out.failures.push(format!("{here}: {e}"));
                 new_lines.push(line.to_string());
@@ -194,7 +293,7 @@ fn interpret(name: &str, src: &str, bless: bool, out: &mut Outcome) {
                         r.call, r.expected, r.actual
                     ));
                 }
-                if bless && !r.ok {
+                if mode.bless && !r.ok {
                     changed = true;
                     new_lines.push(format!("{prefix}; run: {} {}", r.call, r.actual));
                 } else {
@@ -203,13 +302,254 @@ fn interpret(name: &str, src: &str, bless: bool, out: &mut Outcome) {
             }
         }
     }
-    if changed {
+    changed.then(|| {
         let mut t = new_lines.join("\n");
         if src.ends_with('\n') {
             t.push('\n');
         }
-        out.blessed = Some(t);
+        t
+    })
+}
+
+/// `test opt PIPELINE`: see the module docs.
+fn opt(name: &str, src: &str, pipeline: &str, bless: bool, out: &mut Outcome) {
+    let Some(m) = parse_verified(name, src, out) else {
+        return;
+    };
+    let pipe = match weft_ir::passes::Pipeline::parse(pipeline) {
+        Ok(p) => p,
+        Err(e) => {
+            out.failures.push(format!("{name}: test opt: {e}"));
+            return;
+        }
+    };
+    let mut o = m.clone();
+    if let Err(e) = pipe.run(&mut o) {
+        let text = match &e {
+            weft_ir::passes::PassError::Verify { text, .. } => format!(":\n{text}"),
+            _ => String::new(),
+        };
+        out.failures
+            .push(format!("{name}: opt {pipeline}: {e}{text}"));
+        return;
     }
+    if let Err(e) = weft_ir::verify_module(&o) {
+        let msgs: Vec<&str> = e.0.iter().map(|d| d.message.as_str()).collect();
+        out.failures.push(format!(
+            "{name}: the optimized module does not verify: {}",
+            msgs.join("; ")
+        ));
+        return;
+    }
+    let printed = weft_ir::print_module(&o);
+    round_trip(name, &printed, out);
+    check_lines(name, src, &printed, out);
+    let original = RunMode {
+        bless,
+        backends: false,
+        label: "",
+    };
+    out.blessed = run_lines(name, src, &m, &original, out);
+    let label = format!(" (after `opt {pipeline}`)");
+    let optimized = RunMode {
+        bless: false,
+        backends: false,
+        label: &label,
+    };
+    run_lines(name, src, &o, &optimized, out);
+}
+
+/// `test algebra`: see the module docs.
+fn algebra_test(name: &str, src: &str, bless: bool, out: &mut Outcome) {
+    let Some(mut m) = parse_verified(name, src, out) else {
+        return;
+    };
+    for (ln, line) in src.lines().enumerate() {
+        let here = format!("{name}:{}", ln + 1);
+        if let Some(spec) = directive(line, "algebra") {
+            let Some((lhs, rhs)) = spec.split_once('=') else {
+                out.failures.push(format!(
+                    "{here}: expected `; algebra: @NAME = OPERATION ARGS`"
+                ));
+                continue;
+            };
+            let Some(new) = lhs.trim().strip_prefix('@').filter(|n| !n.is_empty()) else {
+                out.failures.push(format!(
+                    "{here}: expected `@NAME` before `=`, got `{}`",
+                    lhs.trim()
+                ));
+                continue;
+            };
+            if m.get(new).is_some() {
+                out.failures
+                    .push(format!("{here}: the module already has a program @{new}"));
+                continue;
+            }
+            let mut p = match apply_algebra(&m, rhs) {
+                Err(e) => {
+                    out.failures.push(format!("{here}: {e}"));
+                    continue;
+                }
+                Ok(Err(e)) => {
+                    out.failures.push(format!("{here}: {e}"));
+                    continue;
+                }
+                Ok(Ok(p)) => p,
+            };
+            p.name = new.to_string();
+            let text = weft_ir::print_program(&p);
+            m.programs.push(p);
+            if let Err(e) = weft_ir::verify_module(&m) {
+                m.programs.pop();
+                let msgs: Vec<&str> = e.0.iter().map(|d| d.message.as_str()).collect();
+                out.failures.push(format!(
+                    "{here}: the result does not verify: {}\n{text}",
+                    msgs.join("; ")
+                ));
+                continue;
+            }
+            match weft_ir::parse_program(&text) {
+                Ok(p2) if weft_ir::print_program(&p2) == text => out.passed += 1,
+                Ok(p2) => out.failures.push(format!(
+                    "{here}: round-trip differs:\n--- first print\n{text}\n--- second print\n{}",
+                    weft_ir::print_program(&p2)
+                )),
+                Err(e) => out.failures.push(format!(
+                    "{here}: the printed result does not parse:\n{}",
+                    weft_ir::render(&e.0, "printed", &text)
+                )),
+            }
+        } else if let Some(spec) = directive(line, "algebra-error") {
+            let Some((op, want)) = spec.split_once(" fails ") else {
+                out.failures.push(format!(
+                    "{here}: expected `; algebra-error: OPERATION ARGS fails \"TEXT\"`"
+                ));
+                continue;
+            };
+            let want = want.trim().trim_matches('"');
+            match apply_algebra(&m, op) {
+                Err(e) => out.failures.push(format!("{here}: {e}")),
+                Ok(Ok(_)) => out.failures.push(format!(
+                    "{here}: `{}` succeeded; expected it to fail with \"{want}\"",
+                    op.trim()
+                )),
+                Ok(Err(e)) if e.to_string().contains(want) => out.passed += 1,
+                Ok(Err(e)) => out.failures.push(format!(
+                    "{here}: `{}` failed with \"{e}\"; expected \"{want}\"",
+                    op.trim()
+                )),
+            }
+        }
+    }
+    check_lines(name, src, &weft_ir::print_module(&m), out);
+    let mode = RunMode {
+        bless,
+        backends: false,
+        label: "",
+    };
+    out.blessed = run_lines(name, src, &m, &mode, out);
+}
+
+/// Parses `OPERATION ARGS` of an algebra line and applies it to the programs of `m`. The outer
+/// error says the line is malformed or names something `m` lacks; the inner one is the
+/// operation's own.
+fn apply_algebra(m: &Module, spec: &str) -> Result<Result<Program, AlgebraError>, String> {
+    const OPS: &str = "compose, bundle, bind, bind_uniform, unbind, keep, drop, swizzle_inputs";
+    let spec = spec.trim();
+    let (op, rest) = spec
+        .split_once(char::is_whitespace)
+        .ok_or_else(|| format!("expected `OPERATION @program ...`, got `{spec}`"))?;
+    let prog = |s: &str| -> Result<&Program, String> {
+        let n = s
+            .trim()
+            .strip_prefix('@')
+            .ok_or_else(|| format!("expected `@program`, got `{}`", s.trim()))?;
+        m.get(n).ok_or_else(|| format!("no program @{n}"))
+    };
+    let list = |s: &str| -> Vec<String> {
+        s.split(',')
+            .map(|x| x.trim().to_string())
+            .filter(|x| !x.is_empty())
+            .collect()
+    };
+    if op == "compose" || op == "bundle" {
+        let names = list(rest);
+        let ps = names
+            .iter()
+            .map(|n| prog(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        return match (op, ps.as_slice()) {
+            ("compose", [p, q]) => Ok(algebra::compose(p, q)),
+            ("compose", _) => Err("`compose` takes two programs: `compose @p, @q`".into()),
+            _ => Ok(algebra::bundle(&ps)),
+        };
+    }
+    let rest = rest.trim();
+    let (pname, arg) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    let p = prog(pname)?;
+    let arg = arg.trim();
+    let input = arg.trim_start_matches('%');
+    Ok(match op {
+        "bind" => {
+            let (x, lit) = arg.split_once('=').ok_or("`bind` takes `@p INPUT=VALUE`")?;
+            return bind_literal(p, x.trim().trim_start_matches('%'), lit.trim());
+        }
+        "bind_uniform" => algebra::bind_uniform(p, input),
+        "unbind" => algebra::unbind(p, input),
+        "keep" | "drop" => {
+            let outs = list(arg);
+            let outs: Vec<&str> = outs.iter().map(String::as_str).collect();
+            if op == "keep" {
+                algebra::keep(p, &outs)
+            } else {
+                algebra::drop(p, &outs)
+            }
+        }
+        "swizzle_inputs" => {
+            let order = list(arg)
+                .iter()
+                .map(|x| {
+                    x.parse::<usize>()
+                        .map_err(|_| format!("bad input position `{x}`"))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            algebra::swizzle_inputs(p, &order)
+        }
+        _ => return Err(format!("unknown algebra operation `{op}` (one of: {OPS})")),
+    })
+}
+
+/// `bind @p INPUT=LITERAL`: the literal is read with the input's type (an array literal for
+/// an array input, which is then bound with [`algebra::bind_array`]).
+fn bind_literal(
+    p: &Program,
+    input: &str,
+    lit: &str,
+) -> Result<Result<Program, AlgebraError>, String> {
+    let i = p
+        .param_index(input)
+        .ok_or_else(|| format!("@{} has no input `{input}`", p.name))?;
+    let ty = p.ty(p.params[i].value);
+    let toks = lex(lit).map_err(|d| d.message)?;
+    let mut c = Cur {
+        src: lit,
+        toks,
+        pos: 0,
+    };
+    let r = match ty.array_parts() {
+        Some((_, elem, _)) => {
+            let (shape, data) = c.array(elem, 1)?;
+            algebra::bind_array(p, input, &HostArray { elem, shape, data })
+        }
+        None => algebra::bind(p, input, &c.value(ty)?),
+    };
+    if c.peek().kind != TokKind::Eof {
+        return Err(format!(
+            "unexpected `{}` after the value",
+            &lit[c.peek().start..]
+        ));
+    }
+    Ok(r)
 }
 
 struct RunResult {
@@ -354,7 +694,9 @@ pub fn same_bits(ty: Type, a: &[u64], b: &[u64]) -> bool {
         })
 }
 
-fn run_line(m: &Module, spec: &str) -> Result<RunResult, String> {
+/// Runs one `; run:` line on `m`: on the interpreter, and on the compiled backends when
+/// `backends` is set.
+fn run_line(m: &Module, spec: &str, backends: bool) -> Result<RunResult, String> {
     // The quoted message of `fails "..."` is not IR: lex only what precedes it.
     let toks = lex(spec.split('"').next().unwrap_or("")).map_err(|d| d.message)?;
     let mut c = Cur {
@@ -509,7 +851,7 @@ fn run_line(m: &Module, spec: &str) -> Result<RunResult, String> {
     };
     let ok = matches(&interp_got);
     let mut backend_failures = Vec::new();
-    for backend in active_backends() {
+    for backend in active_backends().into_iter().filter(|_| backends) {
         let got = run(backend);
         if !matches(&got) {
             backend_failures.push(format!("{}: got {}", backend.name(), show(&got)));

@@ -207,7 +207,8 @@ fn collect_uses(p: &Program, op: Op, out: &mut Vec<Value>) {
     }
 }
 
-/// Parameter names for the exported values: their name hints when free, else `lifted.N`.
+/// Names for the exported values (prologue outputs and kernel uniforms, so words without
+/// `.`): their name hints when free, else `lifted_N`.
 fn lifted_names(p: &Program, exported: &[Value]) -> Vec<String> {
     let mut used: HashSet<String> = (0..p.params.len())
         .map(|i| p.param_name(i).to_string())
@@ -220,11 +221,11 @@ fn lifted_names(p: &Program, exported: &[Value]) -> Vec<String> {
                 .value(v)
                 .name
                 .as_deref()
-                .map(crate::printer::sanitize)
+                .map(|h| crate::printer::sanitize(h).replace('.', "_"))
                 .filter(|h| !h.is_empty() && !h.starts_with(|c: char| c.is_ascii_digit()));
-            let mut name = hint.unwrap_or_else(|| format!("lifted.{i}"));
+            let mut name = hint.unwrap_or_else(|| format!("lifted_{i}"));
             while used.contains(&name) {
-                name.push_str(".l");
+                name.push_str("_l");
             }
             used.insert(name.clone());
             name

@@ -11,7 +11,10 @@ use weft_ir::{parse_module, print_program, Const, Module, Opcode, Program, Scala
 use weft_runtime::{CpuDevice, HostCompiler};
 
 fn example(name: &str) -> Module {
-    let path = format!("{}/../examples/ir/algebra/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../examples/ir/algebra/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let src = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let m = parse_module(&src).unwrap_or_else(|e| panic!("{path}: {e:?}"));
     weft_ir::verify_module(&m).unwrap_or_else(|e| panic!("{path}: {e:?}"));
@@ -35,8 +38,15 @@ fn bits(outs: &[HostArray]) -> Vec<Vec<u64>> {
 }
 
 /// Runs program `name` of `m` on the interpreter, Cranelift and LLVM; all must agree.
-fn run_everywhere(m: &Module, name: &str, inputs: &[Input], shape: Option<&[usize]>) -> Vec<Vec<u64>> {
-    let want = Interpreter::new(m).apply(name, inputs, shape).expect("interpreter");
+fn run_everywhere(
+    m: &Module,
+    name: &str,
+    inputs: &[Input],
+    shape: Option<&[usize]>,
+) -> Vec<Vec<u64>> {
+    let want = Interpreter::new(m)
+        .apply(name, inputs, shape)
+        .expect("interpreter");
     for dev in [
         CpuDevice::new(),
         CpuDevice::with_compiler(HostCompiler::Llvm(Default::default())),
@@ -94,7 +104,10 @@ fn a_fusion_by_composition() {
     for stage in ["velocity", "position", "reset"] {
         let outs = Interpreter::new(&m).apply(stage, &staged, None).unwrap();
         let dt = staged[3].clone();
-        staged = outs.into_iter().map(|o| Input::Array(Arc::new(o))).collect();
+        staged = outs
+            .into_iter()
+            .map(|o| Input::Array(Arc::new(o)))
+            .collect();
         staged.push(dt);
     }
     let staged: Vec<Vec<u64>> = staged[..3]
@@ -141,12 +154,18 @@ fn b_partial_evaluation_of_a_sparse_mask() {
     let conv = program(&m, "conv");
     let mask = ring_mask(7);
     let nonzero = mask.data.iter().filter(|&&b| b != 0).count();
-    assert!(nonzero > 0 && nonzero < 225 / 3, "a sparse ring: {nonzero} taps");
+    assert!(
+        nonzero > 0 && nonzero < 225 / 3,
+        "a sparse ring: {nonzero} taps"
+    );
     let bound = bind_array(&conv, "mask", &mask).expect("binds");
     let bound = optimized(bound, "inline,fold,cse,licm,dce");
     let p = &bound.programs[0];
     // The multiply count is the number of nonzero taps; no loop and no mask read is left.
-    assert_eq!(count_ops(p, Opcode::Mul) + count_ops(p, Opcode::Fma), nonzero);
+    assert_eq!(
+        count_ops(p, Opcode::Mul) + count_ops(p, Opcode::Fma),
+        nonzero
+    );
     assert_eq!(count_ops(p, Opcode::For), 0);
     assert_eq!(count_ops(p, Opcode::Read), nonzero);
     assert_eq!(p.params.len(), 1, "the mask input is gone");
@@ -155,7 +174,10 @@ fn b_partial_evaluation_of_a_sparse_mask() {
     let unbound = Interpreter::new(&m)
         .apply(
             "conv",
-            &[Input::Array(img.clone()), Input::Array(Arc::new(ring_mask(7)))],
+            &[
+                Input::Array(img.clone()),
+                Input::Array(Arc::new(ring_mask(7))),
+            ],
             Some(&[40, 50]),
         )
         .unwrap();
@@ -172,7 +194,13 @@ fn c_specialization_keeps_one_cone() {
     let p = &poly.programs[0];
     assert_eq!(p.outputs.len(), 1);
     assert_eq!(p.params.len(), 1, "%y feeds only the dropped outputs");
-    for gone in [Opcode::Length, Opcode::Dot, Opcode::Atan2, Opcode::Div, Opcode::Sub] {
+    for gone in [
+        Opcode::Length,
+        Opcode::Dot,
+        Opcode::Atan2,
+        Opcode::Div,
+        Opcode::Sub,
+    ] {
         assert_eq!(count_ops(p, gone), 0, "`{}` left", gone.mnemonic());
     }
     // extract, three constants, three fmas, exp, return.
@@ -216,7 +244,15 @@ fn d_interface_adaptation_is_free() {
     let pipeline = "inline,fold,cse,dce";
     let adapted = optimized(adapted, pipeline);
     let hand = optimized(program(&m, "lerp_tab"), pipeline);
-    assert_eq!(anonymous(&adapted.programs[0]), anonymous(&hand.programs[0]));
-    let clif = |m: &Module| weft_backend_cranelift::compile(m, "lerp_tab").unwrap().clif.clone();
+    assert_eq!(
+        anonymous(&adapted.programs[0]),
+        anonymous(&hand.programs[0])
+    );
+    let clif = |m: &Module| {
+        weft_backend_cranelift::compile(m, "lerp_tab")
+            .unwrap()
+            .clif
+            .clone()
+    };
     assert_eq!(clif(&adapted), clif(&hand), "the same machine code");
 }

@@ -1,4 +1,5 @@
-//! The `weft` CLI run in-process: exit codes, located messages, and numpy-exact saxpy.
+//! The `weft` CLI run in-process: exit codes, located messages, numpy-exact saxpy, and the
+//! module transformations (`opt`, `compose`, `bundle`, `bind`, `specialize`).
 
 use std::path::PathBuf;
 
@@ -220,4 +221,235 @@ fn run_prints_summaries_without_out() {
     );
     assert!(out.contains("life: shape [2] f4 [1.0, 0.49"), "{out}");
     assert!(out.contains("checksum"), "{out}");
+}
+
+/// Reads an f32 .npy file written by `weft run --out`.
+fn read_f32(p: &std::path::Path) -> Vec<f32> {
+    let r = weft::npy::read_npy(p).expect("read npy");
+    r.data.iter().map(|&b| f32::from_bits(b as u32)).collect()
+}
+
+/// Writes `xs` as an f32 .npy file in the test directory.
+fn write_f32(name: &str, xs: &[f32]) -> PathBuf {
+    let p = tmp(name, b"");
+    weft::npy::write_npy(&p, &weft::HostArray::from_f32(xs)).expect("write npy");
+    p
+}
+
+/// `weft opt --passes LIST --print-after-all`: one dump per pass on stderr, the last one
+/// equal to the module on stdout, which verifies; dead code is gone.
+#[test]
+fn opt_runs_the_given_passes() {
+    let src = "program @f(%x: f32) -> (y: f32) {
+  %two: f32 = const 2.0
+  %three: f32 = const 3.0
+  %six: f32 = mul %two, %three
+  %dead: f32 = add %x, %x
+  %y: f32 = mul %x, %six
+  return %y
+}
+";
+    let f = tmp("opt_in.weft", src.as_bytes());
+    let f = f.to_str().expect("path");
+    let (code, out, err) = weft(&["opt", f, "--passes", "fold,dce", "--print-after-all"]);
+    assert_eq!(code, 0, "{err}");
+    let (fold, dce) = (
+        err.find("; after fold\n").expect("fold dump"),
+        err.find("; after dce\n").expect("dce dump"),
+    );
+    assert!(fold < dce, "{err}");
+    assert_eq!(&err[dce + "; after dce\n".len()..], out);
+    let m = weft_ir::parse_and_verify(&out).expect("opt output verifies");
+    assert_eq!(weft_ir::print_module(&m), out);
+    assert!(!out.contains("add"), "dead `add` kept:\n{out}");
+    // The default pipeline, to a file that `weft check` accepts.
+    let o = tmp("opt_out.weft", b"");
+    let o = o.to_str().expect("path");
+    let (code, out, err) = weft(&["opt", f, "-o", o]);
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+    assert_eq!(weft(&["check", o]).0, 0);
+}
+
+#[test]
+fn opt_unknown_pass_is_named_with_its_position() {
+    let f = examples().join("saxpy.weft");
+    let (code, out, err) = weft(&["opt", f.to_str().expect("p"), "--passes", "fold,bogus"]);
+    assert_eq!(code, 1);
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("`bogus`") && err.contains("position 2"),
+        "{err}"
+    );
+}
+
+/// `weft compose A:@p B:@q` is p << q: @q (which calls a helper: inlined) feeds @p; the
+/// result runs with @q's inputs then @p's unfed ones.
+#[test]
+fn compose_two_files_then_run() {
+    let a = tmp(
+        "compose_a.weft",
+        b"program @scale(%x: f32, uniform %k: f32) -> (y: f32) {
+  %y: f32 = mul %x, %k
+  return %y
+}
+",
+    );
+    let b = tmp(
+        "compose_b.weft",
+        b"program @add(%a: f32, %b: f32) -> (f32) {
+  %s: f32 = add %a, %b
+  return %s
+}
+
+program @sum(%u: f32, %v: f32) -> (s: f32) {
+  %s: f32 = call @add(%u, %v)
+  return %s
+}
+",
+    );
+    let c = tmp("compose_c.weft", b"");
+    let (code, out, err) = weft(&[
+        "compose",
+        &format!("{}:@scale", a.display()),
+        &format!("{}:@sum", b.display()),
+        "-o",
+        c.to_str().expect("p"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.is_empty());
+    let text = std::fs::read_to_string(&c).expect("read result");
+    let m = weft_ir::parse_and_verify(&text).expect("compose output verifies");
+    assert_eq!(m.programs.len(), 1, "{text}");
+    let p = &m.programs[0];
+    assert_eq!(p.name, "scale_sum");
+    let params: Vec<&str> = (0..p.params.len()).map(|i| p.param_name(i)).collect();
+    assert_eq!(params, ["u", "v", "k"], "{text}");
+    assert!(!text.contains("call"), "{text}");
+    let (u, v, y) = (
+        write_f32("compose_u.npy", &[1.0, 2.0, -3.0]),
+        write_f32("compose_v.npy", &[10.0, 0.5, 3.0]),
+        tmp("compose_y.npy", b""),
+    );
+    let (code, _, err) = weft(&[
+        "run",
+        c.to_str().expect("p"),
+        "--in",
+        "k=3",
+        "--in",
+        &format!("u={}", u.display()),
+        "--in",
+        &format!("v={}", v.display()),
+        "--out",
+        &format!("y={}", y.display()),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(read_f32(&y), [33.0, 7.5, 0.0]);
+}
+
+#[test]
+fn compose_argument_errors_name_the_argument() {
+    let s = examples().join("saxpy.weft");
+    let s = s.to_str().expect("p");
+    let good = format!("{s}:@saxpy");
+    let (code, _, err) = weft(&["compose", &good, s]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!("`{s}`")) && err.contains("FILE:@PROGRAM"),
+        "{err}"
+    );
+    let (code, _, err) = weft(&["bundle", &good, &format!("{s}:@nope")]);
+    assert_eq!(code, 1);
+    assert!(err.contains("has no program @nope"), "{err}");
+}
+
+/// Tight binding of a uniform to a literal, then running the bound program; loose binding
+/// turns a varying input into a uniform.
+#[test]
+fn bind_then_run() {
+    let s = examples().join("saxpy.weft");
+    let b = tmp("bind_saxpy.weft", b"");
+    let b = b.to_str().expect("p");
+    let (code, _, err) = weft(&[
+        "bind",
+        s.to_str().expect("p"),
+        "--program",
+        "@saxpy",
+        "--input",
+        "a=2.5",
+        "-o",
+        b,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let m = weft_ir::parse_and_verify(&std::fs::read_to_string(b).expect("read")).expect("ok");
+    let p = m.get("saxpy").expect("keeps its name");
+    assert_eq!(p.param_index("a"), None, "bound input still there");
+    let (x, y, r) = (
+        write_f32("bind_x.npy", &[1.0, 2.0]),
+        write_f32("bind_y.npy", &[0.5, -1.0]),
+        tmp("bind_r.npy", b""),
+    );
+    let (code, _, err) = weft(&[
+        "run",
+        b,
+        "--in",
+        &format!("x={}", x.display()),
+        "--in",
+        &format!("y={}", y.display()),
+        "--out",
+        &format!("r={}", r.display()),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(read_f32(&r), [3.0, 4.0]);
+    // A tuple literal, and a type error naming the argument.
+    let e = examples().join("evolve.weft");
+    let e = e.to_str().expect("p");
+    let (code, out, err) = weft(&["bind", e, "--input", "g=(0.0, -9.8, 0.0)"]);
+    assert_eq!(code, 0, "{err}");
+    let m = weft_ir::parse_and_verify(&out).expect("bound evolve verifies");
+    assert_eq!(m.programs[0].param_index("g"), None, "{out}");
+    let (code, _, err) = weft(&["bind", e, "--input", "g=1.0"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--input g=1.0") && err.contains("3"), "{err}");
+    // Loose binding.
+    let (code, out, err) = weft(&["bind", s.to_str().expect("p"), "--loose", "--input", "x"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("uniform %x: f32"), "{out}");
+}
+
+/// `--keep` keeps only the listed output; the inputs only the others needed disappear.
+#[test]
+fn specialize_keep_and_drop() {
+    let f = tmp(
+        "specialize.weft",
+        b"program @g(%u: f32, %v: f32, %w: f32) -> (s: f32, d: f32) {
+  %s: f32 = add %u, %v
+  %d: f32 = mul %w, %w
+  return %s, %d
+}
+
+program @other(%a: f32) -> (f32) {
+  return %a
+}
+",
+    );
+    let f = f.to_str().expect("p");
+    let (code, out, err) = weft(&["specialize", f, "--program", "@g", "--keep", "d"]);
+    assert_eq!(code, 0, "{err}");
+    let m = weft_ir::parse_and_verify(&out).expect("specialize output verifies");
+    assert_eq!(m.programs.len(), 2, "other programs kept:\n{out}");
+    let g = m.get("g").expect("@g");
+    assert_eq!(g.outputs.len(), 1);
+    assert_eq!(g.output_name(0), "d");
+    let params: Vec<&str> = (0..g.params.len()).map(|i| g.param_name(i)).collect();
+    assert_eq!(params, ["w"], "{out}");
+    let (code, out, err) = weft(&["specialize", f, "--program", "g", "--drop", "d"]);
+    assert_eq!(code, 0, "{err}");
+    let m = weft_ir::parse_and_verify(&out).expect("verifies");
+    assert_eq!(m.get("g").expect("@g").output_name(0), "s");
+    let (code, _, err) = weft(&["specialize", f, "--program", "g", "--keep", "nope"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("--keep nope") && err.contains("no output"),
+        "{err}"
+    );
 }

@@ -1,8 +1,8 @@
 //! The one integration-test binary of weft (static LLVM makes each test binary large, so
 //! every integration test is a module here): filetests, parser fuzzing, CLI behaviour, devices.
 
-mod algebra_demos;
 mod algebra;
+mod algebra_demos;
 mod builder;
 mod cli;
 mod cpu;
