@@ -11,8 +11,9 @@
 //! MIN/MAX, zero divisors, shift amounts around the width); `if` with one result on a
 //! computed or constant condition; counted `for 0..k` (k < 6) carrying one variable through
 //! the builder's `declare_var`/`def_var`/`use_var`; optionally calls of a second generated
-//! program (`@f`, varying inputs only, no control flow nesting beyond one level); 1–3
-//! outputs named `o0`, `o1`, `o2`.
+//! program (`@f`, varying inputs only); 1–3 outputs named `o0`, `o1`, `o2`, into which most
+//! programs fold every value nothing else uses (`add` or `xor`, after a `cast` if needed), so
+//! that little code is dead; the others keep their dead code (for `dce`).
 //!
 //! Not covered yet (a later issue): tuples and swizzles, `f16`, 8/16/64-bit integers, math
 //! functions, `fma`, bitcasts, `while`/`do … until`, nested control flow beyond one level,
@@ -20,7 +21,7 @@
 //!
 //! Operands are picked by small selectors among the values of the needed type, unused values
 //! first and recent ones first, and a step's type is mostly that of the previous value: so
-//! steps form chains whose ends become the outputs, and little code is dead. A type with no
+//! steps form chains whose ends become the outputs. A type with no
 //! value yet is seeded by a `cast` of an input (a bool by a sign test); an op whose two
 //! operands would be the same value gets a fresh second one (a special constant or a cast of
 //! another input).
@@ -33,7 +34,7 @@ use std::sync::Arc;
 use weft_ir::builder::ProgramBuilder;
 use weft_ir::interp::{Arg, Interpreter, RunError};
 use weft_ir::konst::canon;
-use weft_ir::{Boundary, Const, HostArray, Module, Opcode, Program, ScalarType, Type, Value};
+use weft_ir::{Boundary, Const, HostArray, Module, Opcode as O, Program, ScalarType, Type, Value};
 
 use ScalarType::{Bool, F32, F64, I32, U32};
 
@@ -137,30 +138,9 @@ enum Step {
 
 /// Types of values (weighted toward f32 and i32).
 const TYS: [ScalarType; 6] = [F32, I32, F32, I32, U32, F64];
-const FLOAT_BIN: [Opcode; 7] = [
-    Opcode::Add,
-    Opcode::Sub,
-    Opcode::Mul,
-    Opcode::Div,
-    Opcode::Rem,
-    Opcode::Min,
-    Opcode::Max,
-];
-const INT_BIN: [Opcode; 5] = [
-    Opcode::And,
-    Opcode::Or,
-    Opcode::Xor,
-    Opcode::Shl,
-    Opcode::Shr,
-];
-const CMP: [Opcode; 6] = [
-    Opcode::Eq,
-    Opcode::Ne,
-    Opcode::Lt,
-    Opcode::Le,
-    Opcode::Gt,
-    Opcode::Ge,
-];
+const FLOAT_BIN: [O; 7] = [O::Add, O::Sub, O::Mul, O::Div, O::Rem, O::Min, O::Max];
+const INT_BIN: [O; 5] = [O::And, O::Or, O::Xor, O::Shl, O::Shr];
+const CMP: [O; 6] = [O::Eq, O::Ne, O::Lt, O::Le, O::Gt, O::Ge];
 
 /// Special values of `s` (as canonical lane bits): the cases where semantics are subtle.
 pub fn specials(s: ScalarType) -> Vec<u64> {
@@ -423,10 +403,10 @@ impl Pool {
             last: b.program().ty(inputs[0]).elem_scalar(),
             inputs: inputs.clone(),
         };
+        // In reverse: the first varying input is the most recent value, picked first.
         for &v in inputs.iter().rev() {
             pool.push(b, v);
         }
-        pool.last = b.program().ty(inputs[0]).elem_scalar();
         pool
     }
 
@@ -522,7 +502,7 @@ fn emit(b: &mut ProgramBuilder, env: &Env, pool: &mut Pool, step: &Step) {
     let v = match *step {
         Step::Bin(o, t, x, y) => {
             let s = pool.ty(t);
-            let ops: Vec<Opcode> = if s.is_float() {
+            let ops: Vec<O> = if s.is_float() {
                 FLOAT_BIN.to_vec()
             } else {
                 FLOAT_BIN.iter().chain(&INT_BIN).copied().collect()
@@ -532,12 +512,8 @@ fn emit(b: &mut ProgramBuilder, env: &Env, pool: &mut Pool, step: &Step) {
         }
         Step::Un(o, t, x) => {
             let s = pool.ty(t);
-            let second = if s.is_float() {
-                Opcode::Sqrt
-            } else {
-                Opcode::Not
-            };
-            let op = [Opcode::Neg, Opcode::Abs, second][o as usize % 3];
+            let second = if s.is_float() { O::Sqrt } else { O::Not };
+            let op = [O::Neg, O::Abs, second][o as usize % 3];
             let x = pool.get(b, s, x);
             b.op(op, &[x])
         }
@@ -671,9 +647,9 @@ fn build(name: &str, callee: Option<&str>, prefix: &str, r: &Recipe) -> Module {
             let ot = b.program().ty(outs[k]);
             let v = if ot == t { v } else { b.cast(v, ot) };
             let op = if ot.elem_scalar().is_float() {
-                Opcode::Add
+                O::Add
             } else {
-                Opcode::Xor
+                O::Xor
             };
             outs[k] = b.op(op, &[outs[k], v]);
         }

@@ -13,8 +13,14 @@ use weft_ir::passes::{Pipeline, ALL_PASSES, DEFAULT_PIPELINE};
 use weft_ir::{Const, Module, ParamKind, Program};
 use weft_tests::gen::{args, module, run_interp, same_results, Args, GenConfig, Generated};
 
-/// Cases per property (each runs in a few milliseconds in a debug build).
-const CASES: u32 = 128;
+/// Cases per property (each runs in a few milliseconds in a debug build); the environment
+/// variable `WEFT_ALGEBRA_CASES` overrides it for longer runs.
+fn n_cases() -> u32 {
+    std::env::var("WEFT_ALGEBRA_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(128)
+}
 
 fn fail(msg: impl std::fmt::Display) -> TestCaseError {
     TestCaseError::fail(msg.to_string())
@@ -33,12 +39,12 @@ fn show_args(a: &[Arg]) -> String {
     format!("{:?}", Args(a.to_vec()))
 }
 
-/// Runs `test` on `CASES` cases of `strategy`; panics with the minimal failing case. Returns
+/// Runs `test` on [`n_cases`] cases of `strategy`; panics with the minimal failing case. Returns
 /// how many cases `test` reported as applicable (`Ok(true)`).
 fn cases<S: Strategy>(strategy: S, test: impl Fn(S::Value) -> Result<bool, TestCaseError>) -> u32 {
     let applied = Cell::new(0u32);
     let mut runner = TestRunner::new(ProptestConfig {
-        cases: CASES,
+        cases: n_cases(),
         failure_persistence: None,
         ..ProptestConfig::default()
     });
@@ -304,8 +310,9 @@ fn bind_captures_the_value() {
         Ok(true)
     });
     assert!(
-        scalar >= CASES / 2,
-        "only {scalar} of {CASES} bindings applied"
+        scalar >= n_cases() / 2,
+        "only {scalar} of {} bindings applied",
+        n_cases()
     );
 }
 
@@ -352,14 +359,18 @@ fn check_kind_change(from: ParamKind, to: ParamKind) -> u32 {
 fn bind_uniform_keeps_results() {
     assert_eq!(
         check_kind_change(ParamKind::Varying, ParamKind::Uniform),
-        CASES
+        n_cases()
     );
 }
 
 #[test]
 fn unbind_keeps_results() {
     let n = check_kind_change(ParamKind::Uniform, ParamKind::Varying);
-    assert!(n >= CASES / 3, "only {n} of {CASES} programs had a uniform");
+    assert!(
+        n >= n_cases() / 3,
+        "only {n} of {} programs had a uniform",
+        n_cases()
+    );
 }
 
 /// keep(p, outs) / drop(p, outs) return that subset of the outputs (keep: in the given
@@ -437,84 +448,4 @@ fn swizzle_inputs_permutes() {
         )?;
         Ok(true)
     });
-}
-
-#[test]
-fn zz_stats() {
-    use proptest::strategy::ValueTree;
-    use weft_ir::Opcode;
-    let mut runner = TestRunner::deterministic();
-    let strat = with_args(GenConfig::default(), 4);
-    let (
-        mut ifs,
-        mut fors,
-        mut carried,
-        mut calls,
-        mut reads,
-        mut unis,
-        mut ops,
-        mut differ,
-        mut detected,
-        mut mutable,
-    ) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    let n = 500;
-    let mut live = 0usize;
-    for i in 0..n {
-        let (g, ins) = strat.new_tree(&mut runner).unwrap().current();
-        let p = g.program();
-        let c = |o| weft_ir::passes::util::count_ops(p, o);
-        ifs += (c(Opcode::If) > 0) as u32;
-        fors += (c(Opcode::For) > 0) as u32;
-        let mut car = false;
-        p.walk(&mut |op| {
-            if p.op(op).opcode == Opcode::For && !p.op(op).results.is_empty() {
-                car = true
-            }
-        });
-        carried += car as u32;
-        calls += (c(Opcode::Call) > 0) as u32;
-        reads += (c(Opcode::Read) > 0) as u32;
-        unis += p.params.iter().any(|x| x.kind == ParamKind::Uniform) as u32;
-        ops += weft_ir::passes::util::placed_ops(p).len();
-        let outs: Vec<_> = ins
-            .iter()
-            .map(|a| run_interp(&g.module, "p", a).unwrap())
-            .collect();
-        differ += outs.windows(2).any(|w| !same_results(&w[0], &w[1])) as u32;
-        // mutation: first add/sub/mul/min/max in p swapped to another op
-        let mut m2 = g.module.clone();
-        weft_ir::passes::run_pipeline(&mut m2, "dce").unwrap();
-        let pi = m2.position("p").unwrap();
-        live += weft_ir::passes::util::placed_ops(&m2.programs[pi]).len();
-        let q = &mut m2.programs[pi];
-        let mut target = None;
-        q.walk(&mut |op| {
-            if target.is_none()
-                && matches!(q.op(op).opcode, Opcode::Add | Opcode::Mul | Opcode::Min)
-            {
-                target = Some(op)
-            }
-        });
-        if let Some(t) = target {
-            mutable += 1;
-            let d = q.op_mut(t);
-            d.opcode = match d.opcode {
-                Opcode::Add => Opcode::Sub,
-                Opcode::Mul => Opcode::Add,
-                _ => Opcode::Max,
-            };
-            let det = ins.iter().any(|a| {
-                !same_results(
-                    &run_interp(&g.module, "p", a).unwrap(),
-                    &run_interp(&m2, "p", a).unwrap(),
-                )
-            });
-            detected += det as u32;
-        }
-        if (10..16).contains(&i) {
-            println!("=== ORIG{g:?}\n=== DCE\n{}", weft_ir::print_module(&m2));
-        }
-    }
-    println!("live_avg={}", live / n as usize);
-    println!("n={n} if={ifs} for={fors} carried={carried} call={calls} read={reads} uniforms={unis} avg_ops={} outputs_vary={differ} mutants={mutable} detected={detected}", ops / n as usize);
 }
