@@ -1,9 +1,39 @@
 //! Launch planning shared by every device (DESIGN §5): checks an apply's inputs against the
 //! program's parameters and determines the launch shape.
 
-use crate::interp::{check_array, Input, RunError};
+use crate::interp::{Input, RunError};
 use crate::opcode::Opcode;
 use crate::program::{Imm, Module, ParamKind, Program};
+use crate::{Const, Type};
+
+/// What an apply passes for one parameter, described without its data: an array's element
+/// type and shape, or a uniform value. Devices whose arrays are not [`HostArray`]s (the
+/// `weft` library's plane buffers) plan launches from these.
+#[derive(Clone, Debug)]
+pub enum ArgDesc<'a> {
+    /// An array (for a varying or array parameter).
+    Array {
+        /// Element type.
+        elem: Type,
+        /// Extent of each axis, outermost first.
+        shape: &'a [usize],
+    },
+    /// A single value (for a uniform parameter).
+    Uniform(Const),
+}
+
+impl<'a> ArgDesc<'a> {
+    /// The description of `input`.
+    pub fn of(input: &'a Input) -> ArgDesc<'a> {
+        match input {
+            Input::Array(a) => ArgDesc::Array {
+                elem: a.elem,
+                shape: &a.shape,
+            },
+            Input::Uniform(c) => ArgDesc::Uniform(*c),
+        }
+    }
+}
 
 /// What a device does before compiling: finds program `name` in `m`, checks `inputs`
 /// ([`plan_launch`]) and the launch rank against `index`/`shape` ([`check_launch_rank`]).
@@ -14,10 +44,32 @@ pub fn plan_program_launch<'m>(
     inputs: &[Input],
     shape: Option<&[usize]>,
 ) -> Result<(&'m Program, Vec<usize>, usize), RunError> {
+    for (i, inp) in inputs.iter().enumerate() {
+        if let Input::Array(a) = inp {
+            if a.data.len() != a.len() * a.elem.lanes().map_or(1, |(_, n)| n as usize) {
+                return Err(RunError::BadInput {
+                    program: name.to_string(),
+                    param: format!("#{i}"),
+                    message: "array data length does not match its shape".into(),
+                });
+            }
+        }
+    }
+    let descs: Vec<ArgDesc> = inputs.iter().map(ArgDesc::of).collect();
+    plan_program_launch_desc(m, name, &descs, shape)
+}
+
+/// [`plan_program_launch`] from argument descriptions.
+pub fn plan_program_launch_desc<'m>(
+    m: &'m Module,
+    name: &str,
+    inputs: &[ArgDesc],
+    shape: Option<&[usize]>,
+) -> Result<(&'m Program, Vec<usize>, usize), RunError> {
     let p = m
         .get(name)
         .ok_or_else(|| RunError::UnknownProgram(name.to_string()))?;
-    let (launch, n) = plan_launch(p, inputs, shape)?;
+    let (launch, n) = plan_launch_desc(p, inputs, shape)?;
     check_launch_rank(m, p, launch.len())?;
     Ok((p, launch, n))
 }
@@ -28,6 +80,16 @@ pub fn plan_program_launch<'m>(
 pub fn plan_launch(
     p: &Program,
     inputs: &[Input],
+    shape: Option<&[usize]>,
+) -> Result<(Vec<usize>, usize), RunError> {
+    let descs: Vec<ArgDesc> = inputs.iter().map(ArgDesc::of).collect();
+    plan_launch_desc(p, &descs, shape)
+}
+
+/// [`plan_launch`] from argument descriptions.
+pub fn plan_launch_desc(
+    p: &Program,
+    inputs: &[ArgDesc],
     shape: Option<&[usize]>,
 ) -> Result<(Vec<usize>, usize), RunError> {
     if inputs.len() != p.params.len() {
@@ -48,9 +110,12 @@ pub fn plan_launch(
             message: m,
         };
         match (par.kind, inp) {
-            (ParamKind::Array, Input::Array(a)) => check_array(ty, a).map_err(bad)?,
-            (ParamKind::Array, Input::Uniform(_)) => return Err(bad("expects an array".into())),
-            (ParamKind::Uniform, Input::Uniform(c)) | (ParamKind::Varying, Input::Uniform(c)) => {
+            (ParamKind::Array, ArgDesc::Array { elem, shape }) => {
+                check_array_desc(ty, *elem, shape).map_err(bad)?
+            }
+            (ParamKind::Array, ArgDesc::Uniform(_)) => return Err(bad("expects an array".into())),
+            (ParamKind::Uniform, ArgDesc::Uniform(c))
+            | (ParamKind::Varying, ArgDesc::Uniform(c)) => {
                 if c.ty != ty {
                     return Err(bad(format!("expects {ty}, got {}", c.ty)));
                 }
@@ -58,33 +123,36 @@ pub fn plan_launch(
                     return Err(bad("is varying: give an array, not a single value".into()));
                 }
             }
-            (ParamKind::Uniform, Input::Array(_)) => {
+            (ParamKind::Uniform, ArgDesc::Array { .. }) => {
                 return Err(bad(format!(
                     "is uniform: give one {ty} value, not an array"
                 )))
             }
-            (ParamKind::Varying, Input::Array(a)) => {
-                if a.elem != ty {
-                    return Err(bad(format!(
-                        "expects elements of type {ty}, got {}",
-                        a.elem
-                    )));
+            (
+                ParamKind::Varying,
+                ArgDesc::Array {
+                    elem,
+                    shape: ashape,
+                },
+            ) => {
+                if *elem != ty {
+                    return Err(bad(format!("expects elements of type {ty}, got {elem}")));
                 }
-                if !(1..=3).contains(&a.shape.len()) {
+                if !(1..=3).contains(&ashape.len()) {
                     return Err(bad(format!(
                         "has {} axes; launches have 1 to 3",
-                        a.shape.len()
+                        ashape.len()
                     )));
                 }
                 match &launch {
                     None => {
-                        launch = Some(a.shape.clone());
+                        launch = Some(ashape.to_vec());
                         launch_from = Some(format!("input `{name}`"));
                     }
-                    Some(s) if *s != a.shape => {
+                    Some(s) if s.as_slice() != *ashape => {
                         return Err(bad(format!(
                             "has shape {:?} but {} has shape {:?}",
-                            a.shape,
+                            ashape,
                             launch_from.clone().unwrap_or_default(),
                             s
                         )))
@@ -110,6 +178,24 @@ pub fn plan_launch(
         .filter(|&n| n <= isize::MAX as usize / 64)
         .ok_or_else(too_big)?;
     Ok((launch, n))
+}
+
+/// Checks an array argument of element type `elem` and `shape` against array type `ty`.
+fn check_array_desc(ty: Type, elem: Type, shape: &[usize]) -> Result<(), String> {
+    let Some((dims, want, _)) = ty.array_parts() else {
+        return Err(format!("has non-array type {ty}"));
+    };
+    if shape.len() != dims as usize {
+        return Err(format!(
+            "expects a {dims}-D array, got {} axes (shape {:?})",
+            shape.len(),
+            shape
+        ));
+    }
+    if elem != want {
+        return Err(format!("expects elements of type {want}, got {elem}"));
+    }
+    Ok(())
 }
 
 /// Checks that every `index`/`shape` op of `p` (and of the programs it calls) has as many

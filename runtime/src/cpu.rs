@@ -2,6 +2,7 @@
 //! marshal arrays into the kernel ABI's planes (docs/abi.md), and split the launch over the
 //! rayon pool.
 
+use crate::buffer::HostBuffer;
 use crate::planes::{read_output, to_storage, Plane};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -9,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use weft_backend_cranelift::abi::{lanes, Layout, PAD};
 use weft_backend_cranelift::{compile, CompileError, Kernel};
 use weft_ir::interp::{HostArray, Input, RunError};
-use weft_ir::launch::plan_program_launch;
-use weft_ir::{Module, ParamKind};
+use weft_ir::launch::{plan_program_launch, plan_program_launch_desc, ArgDesc};
+use weft_ir::{Const, Module, ParamKind};
 
 /// Why a launch failed (CPU or CUDA device).
 #[derive(Debug, thiserror::Error)]
@@ -220,6 +221,229 @@ impl CpuDevice {
             n,
         })
     }
+
+    /// Applies program `name` of `m` over [`HostBuffer`]s without copying them (the
+    /// `weft` library's arrays): like [`CpuDevice::apply`], with fresh output buffers.
+    ///
+    /// # Errors
+    /// As [`CpuDevice::apply`]; also an element range outside its buffer.
+    pub fn apply_buffers(
+        &self,
+        m: &Module,
+        name: &str,
+        args: &[BufArg],
+        shape: Option<&[usize]>,
+    ) -> Result<Vec<HostBuffer>, RuntimeError> {
+        let mut l = self.launch_buffers(m, name, args, shape)?;
+        l.run();
+        Ok(l.into_outputs())
+    }
+
+    /// Prepares a launch over [`HostBuffer`]s: checks the arguments, lifts uniform work
+    /// (DESIGN §4), compiles (or finds) the kernel and points its context at the buffers.
+    ///
+    /// # Errors
+    /// As [`CpuDevice::launch`]; also an element range outside its buffer.
+    pub fn launch_buffers<'a>(
+        &self,
+        m: &Module,
+        name: &str,
+        args: &[BufArg<'a>],
+        shape: Option<&[usize]>,
+    ) -> Result<BufferLaunch<'a>, RuntimeError> {
+        let descs: Vec<ArgDesc> = args.iter().map(BufArg::desc).collect();
+        let (p, _, _) = plan_program_launch_desc(m, name, &descs, shape)?;
+        check_ranges(
+            p,
+            args.iter().map(|a| match a {
+                BufArg::Array { buf, offset, shape } => {
+                    Some((*offset, shape.iter().product(), buf.len()))
+                }
+                BufArg::Uniform(_) => None,
+            }),
+        )?;
+        let uniforms: Vec<Option<Const>> = args.iter().map(BufArg::uniform).collect();
+        let lifted = weft_ir::passes::lift::prepare_launch_uniforms(m, name, &uniforms)?;
+        let mut all: Vec<BufArg<'a>> = args.to_vec();
+        let m = match &lifted {
+            Some((km, extra)) => {
+                all.extend(extra.iter().map(|c| BufArg::Uniform(*c)));
+                km
+            }
+            None => m,
+        };
+        let descs: Vec<ArgDesc> = all.iter().map(BufArg::desc).collect();
+        let (p, launch, n) = plan_program_launch_desc(m, name, &descs, shape)?;
+        let kernel = self.kernel(m, name)?;
+        let layout = kernel.layout();
+        let mut ctx = vec![0u64; layout.words];
+        for (i, (par, arg)) in p.params.iter().zip(&all).enumerate() {
+            let w = layout.params[i];
+            match arg {
+                BufArg::Array { buf, offset, shape } => {
+                    let b = buf.lane_bytes();
+                    for l in 0..buf.lanes() {
+                        ctx[w + l] = buf.plane(l)[offset * b..].as_ptr() as u64;
+                    }
+                    if par.kind == ParamKind::Array {
+                        for (k, &d) in shape.iter().enumerate() {
+                            ctx[w + buf.lanes() + k] = d as u64;
+                        }
+                    }
+                }
+                BufArg::Uniform(c) => {
+                    let s = c.ty.elem_scalar();
+                    for (l, &bits) in c.lane_bits().iter().enumerate() {
+                        ctx[w + l] = to_storage(s, bits);
+                    }
+                }
+            }
+        }
+        let mut outs: Vec<HostBuffer> = p
+            .outputs
+            .iter()
+            .map(|o| HostBuffer::zeroed(o.ty, n))
+            .collect();
+        for (k, o) in outs.iter_mut().enumerate() {
+            for l in 0..o.lanes() {
+                ctx[layout.outputs[k] + l] = o.plane_mut(l).as_mut_ptr() as u64;
+            }
+        }
+        ctx[layout.launch] = launch.len() as u64;
+        for (k, &d) in launch.iter().enumerate() {
+            ctx[layout.launch + 1 + k] = d as u64;
+        }
+        Ok(BufferLaunch {
+            kernel,
+            ctx: Ctx(ctx),
+            outs,
+            shape: launch,
+            n,
+            _args: std::marker::PhantomData,
+        })
+    }
+}
+
+/// Runs `kernel` with context `ctx` over elements `0..n`: on the calling thread for small
+/// launches, else in chunks (whole blocks) over the rayon pool.
+fn run_chunks(kernel: &HostCode, ctx: &Ctx, n: usize) {
+    // SAFETY: the context follows the kernel's layout; every plane it names lives as long as
+    // the launch that owns `ctx` and is padded past whole blocks; chunks write disjoint
+    // element ranges of the output planes.
+    let entry = unsafe { kernel.entry() };
+    let run = |lo: usize, hi: usize| unsafe { entry(ctx.0.as_ptr(), lo as i64, hi as i64) };
+    if n <= SERIAL_LIMIT {
+        run(0, n);
+    } else {
+        let threads = rayon::current_num_threads().max(1);
+        let chunk = (n / (threads * 8)).max(SERIAL_LIMIT / 2).div_ceil(PAD) * PAD;
+        let ranges: Vec<(usize, usize)> = (0..n.div_ceil(chunk))
+            .map(|c| (c * chunk, ((c + 1) * chunk).min(n)))
+            .collect();
+        ranges.par_iter().for_each(|&(lo, hi)| run(lo, hi));
+    }
+}
+
+/// An argument of a launch over [`HostBuffer`]s ([`CpuDevice::launch_buffers`]).
+#[derive(Clone, Debug)]
+pub enum BufArg<'a> {
+    /// An array, for a varying or an array parameter: the elements `offset ..` of `buf`, as
+    /// many as `shape` holds, in row-major order.
+    Array {
+        /// The storage.
+        buf: &'a HostBuffer,
+        /// First element.
+        offset: usize,
+        /// Extent of each axis, outermost first.
+        shape: &'a [usize],
+    },
+    /// One value, for a uniform parameter.
+    Uniform(Const),
+}
+
+impl BufArg<'_> {
+    /// The description [`plan_program_launch_desc`] checks.
+    pub fn desc(&self) -> ArgDesc<'_> {
+        match self {
+            BufArg::Array { buf, shape, .. } => ArgDesc::Array {
+                elem: buf.elem(),
+                shape,
+            },
+            BufArg::Uniform(c) => ArgDesc::Uniform(*c),
+        }
+    }
+
+    /// The uniform value, if this is one.
+    pub fn uniform(&self) -> Option<Const> {
+        match self {
+            BufArg::Uniform(c) => Some(*c),
+            BufArg::Array { .. } => None,
+        }
+    }
+}
+
+/// Checks that every array argument's element range lies inside its buffer; errors name the
+/// parameter.
+pub(crate) fn check_ranges(
+    p: &weft_ir::Program,
+    ranges: impl Iterator<Item = Option<(usize, usize, usize)>>,
+) -> Result<(), RunError> {
+    for (i, r) in ranges.enumerate() {
+        if let Some((offset, n, len)) = r {
+            if offset.checked_add(n).is_none_or(|end| end > len) {
+                return Err(RunError::BadInput {
+                    program: p.name.clone(),
+                    param: p.param_name(i).to_string(),
+                    message: format!(
+                        "elements {offset}..{} lie outside its buffer of {len}",
+                        offset.saturating_add(n)
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A prepared launch over [`HostBuffer`]s (see [`CpuDevice::launch_buffers`]): runs as often
+/// as wanted; [`BufferLaunch::into_outputs`] hands over the output buffers.
+pub struct BufferLaunch<'a> {
+    kernel: Arc<HostCode>,
+    ctx: Ctx,
+    outs: Vec<HostBuffer>,
+    shape: Vec<usize>,
+    n: usize,
+    _args: std::marker::PhantomData<&'a HostBuffer>,
+}
+
+impl BufferLaunch<'_> {
+    /// Number of elements in the launch.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// True for a launch of no elements.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The launch shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Runs the kernel over every element (see [`Launch::run`]).
+    pub fn run(&mut self) {
+        run_chunks(&self.kernel, &self.ctx, self.n);
+    }
+
+    /// The output buffers (`n` elements each; padding zeroed).
+    pub fn into_outputs(mut self) -> Vec<HostBuffer> {
+        for o in &mut self.outs {
+            o.zero_padding();
+        }
+        self.outs
+    }
 }
 
 /// A prepared launch: a kernel with its inputs copied into kernel buffers (see
@@ -248,23 +472,7 @@ impl Launch {
     /// Runs the kernel over every element: on the calling thread for small launches, else in
     /// chunks (whole blocks) over the rayon pool.
     pub fn run(&mut self) {
-        let n = self.n;
-        let ctx = &self.ctx;
-        // SAFETY: the context follows the kernel's layout; every plane lives as long as
-        // `self` and is padded to whole blocks (arrays hold at least one element); chunks
-        // write disjoint element ranges of the output planes.
-        let entry = unsafe { self.kernel.entry() };
-        let run = |lo: usize, hi: usize| unsafe { entry(ctx.0.as_ptr(), lo as i64, hi as i64) };
-        if n <= SERIAL_LIMIT {
-            run(0, n);
-        } else {
-            let threads = rayon::current_num_threads().max(1);
-            let chunk = (n / (threads * 8)).max(SERIAL_LIMIT / 2).div_ceil(PAD) * PAD;
-            let ranges: Vec<(usize, usize)> = (0..n.div_ceil(chunk))
-                .map(|c| (c * chunk, ((c + 1) * chunk).min(n)))
-                .collect();
-            ranges.par_iter().for_each(|&(lo, hi)| run(lo, hi));
-        }
+        run_chunks(&self.kernel, &self.ctx, self.n);
     }
 
     /// The outputs as host arrays of the launch shape.

@@ -15,6 +15,7 @@
 //! is correct. Planes are not padded (one element per thread); arrays hold at least one
 //! element. All planes of one array (its tuple lanes) share one device allocation.
 
+use crate::buffer::HostBuffer;
 use crate::cpu::RuntimeError;
 use crate::planes::{fill_plane, plane_bytes, read_output, scalar_lanes, to_storage};
 use cudarc::driver::{result, sys, CudaContext, CudaSlice, CudaStream, DevicePtr, DriverError};
@@ -27,8 +28,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 use weft_ir::abi::{lanes, Layout};
 use weft_ir::interp::{HostArray, Input};
-use weft_ir::launch::plan_program_launch;
-use weft_ir::{Module, ParamKind, Type};
+use weft_ir::launch::{plan_program_launch, plan_program_launch_desc, ArgDesc};
+use weft_ir::{Const, Module, ParamKind, Type};
 
 /// The highest compute capability (major·10 + minor) PTX is generated for: LLVM 19 knows
 /// sm_90; newer devices JIT that PTX forward.
@@ -801,6 +802,170 @@ impl CudaDevice {
             host: None,
         })
     }
+
+    /// Copies a host buffer to the device (same plane layout; see [`HostBuffer`]).
+    ///
+    /// # Errors
+    /// `cuMemAlloc` or `cuMemcpyHtoDAsync` failing.
+    pub fn upload(&self, h: &HostBuffer) -> Result<CudaBuffer, RuntimeError> {
+        let i = &self.inner;
+        let buf = guard("cuMemcpyHtoDAsync", || {
+            i.bind()?;
+            i.upload(h.bytes())
+        })?;
+        Ok(CudaBuffer {
+            dev: i.clone(),
+            buf: Arc::new(buf),
+            elem: h.elem(),
+            len: h.len(),
+            stride: h.stride(),
+        })
+    }
+
+    /// Applies program `name` of `m` over device buffers without copying them, with fresh
+    /// device outputs (the `weft` library's arrays resident on this GPU).
+    ///
+    /// # Errors
+    /// As [`CudaDevice::launch`]; also an element range outside its buffer or a buffer of
+    /// another device.
+    pub fn apply_buffers(
+        &self,
+        m: &Module,
+        name: &str,
+        args: &[CudaArg],
+        shape: Option<&[usize]>,
+    ) -> Result<Vec<CudaBuffer>, RuntimeError> {
+        let mut l = self.launch_buffers(m, name, args, shape)?;
+        l.run()?;
+        Ok(l.into_outputs())
+    }
+
+    /// Prepares a launch over device buffers (see [`CudaDevice::apply_buffers`]).
+    ///
+    /// # Errors
+    /// As [`CudaDevice::apply_buffers`].
+    pub fn launch_buffers(
+        &self,
+        m: &Module,
+        name: &str,
+        args: &[CudaArg],
+        shape: Option<&[usize]>,
+    ) -> Result<CudaBufferLaunch, RuntimeError> {
+        let descs: Vec<ArgDesc> = args.iter().map(CudaArg::desc).collect();
+        let (p, _, _) = plan_program_launch_desc(m, name, &descs, shape)?;
+        crate::cpu::check_ranges(
+            p,
+            args.iter().map(|a| match a {
+                CudaArg::Array { buf, offset, shape } => {
+                    Some((*offset, shape.iter().product(), buf.len))
+                }
+                CudaArg::Uniform(_) => None,
+            }),
+        )?;
+        for a in args {
+            if let CudaArg::Array { buf, .. } = a {
+                if !Arc::ptr_eq(&buf.dev, &self.inner) {
+                    return Err(CudaError::Driver {
+                        call: "cuLaunchKernel",
+                        code: "CUDA_ERROR_INVALID_CONTEXT".into(),
+                        description: "a buffer lives on another device".into(),
+                        log: None,
+                    }
+                    .into());
+                }
+            }
+        }
+        let uniforms: Vec<Option<Const>> = args
+            .iter()
+            .map(|a| match a {
+                CudaArg::Uniform(c) => Some(*c),
+                CudaArg::Array { .. } => None,
+            })
+            .collect();
+        let lifted = weft_ir::passes::lift::prepare_launch_uniforms(m, name, &uniforms)?;
+        let mut all: Vec<CudaArg> = args.to_vec();
+        let m = match &lifted {
+            Some((km, extra)) => {
+                all.extend(extra.iter().map(|c| CudaArg::Uniform(*c)));
+                km
+            }
+            None => m,
+        };
+        let descs: Vec<ArgDesc> = all.iter().map(CudaArg::desc).collect();
+        let (p, launch, n) = plan_program_launch_desc(m, name, &descs, shape)?;
+        let cfg = self.config();
+        let kernel = self.kernel_with(m, name, cfg.fast_math)?;
+        let i = &self.inner;
+        let layout = &kernel.layout;
+        let mut words = vec![0u64; layout.words];
+        let mut keep = Vec::new();
+        for (k, (par, arg)) in p.params.iter().zip(&all).enumerate() {
+            let w = layout.params[k];
+            match arg {
+                CudaArg::Array { buf, offset, shape } => {
+                    let b = buf.lane_bytes();
+                    for l in 0..buf.lanes() {
+                        words[w + l] = buf.buf.ptr + ((l * buf.stride + offset) * b) as u64;
+                    }
+                    if par.kind == ParamKind::Array {
+                        for (x, &d) in shape.iter().enumerate() {
+                            words[w + buf.lanes() + x] = d as u64;
+                        }
+                    }
+                    keep.push(buf.buf.clone());
+                }
+                CudaArg::Uniform(c) => {
+                    let s = c.ty.elem_scalar();
+                    for (l, &bits) in c.lane_bits().iter().enumerate() {
+                        words[w + l] = to_storage(s, bits);
+                    }
+                }
+            }
+        }
+        let mut outs = Vec::new();
+        for (k, o) in p.outputs.iter().enumerate() {
+            let h = HostBuffer::zeroed(o.ty, n);
+            let b = guard("cuMemAlloc", || {
+                i.bind()?;
+                i.alloc_zeroed(h.bytes().len())
+            })?;
+            let out = CudaBuffer {
+                dev: i.clone(),
+                buf: Arc::new(b),
+                elem: o.ty,
+                len: n,
+                stride: h.stride(),
+            };
+            for l in 0..out.lanes() {
+                words[layout.outputs[k] + l] =
+                    out.buf.ptr + (l * out.stride * out.lane_bytes()) as u64;
+            }
+            outs.push(out);
+        }
+        words[layout.launch] = launch.len() as u64;
+        for (k, &d) in launch.iter().enumerate() {
+            words[layout.launch + 1 + k] = d as u64;
+        }
+        let (block, grid) = guard("cuOccupancyMaxActiveBlocksPerMultiprocessor", || {
+            i.geometry(&kernel, &cfg, n)
+        })?;
+        Ok(CudaBufferLaunch {
+            launch: CudaLaunch {
+                dev: self.inner.clone(),
+                kernel,
+                words,
+                _inputs: keep,
+                outs: Vec::new(),
+                shape: launch,
+                n,
+                block,
+                grid,
+                ran: false,
+                host: None,
+            },
+            outs,
+        })
+    }
 }
 
 /// A prepared CUDA launch: kernel, resident inputs, device outputs and geometry (see
@@ -965,5 +1130,143 @@ impl CudaLaunch {
         })?;
         self.host = Some(host.clone());
         Ok(host)
+    }
+}
+
+/// `len` elements in device memory, in the plane layout of [`HostBuffer`] (same stride), on
+/// one [`CudaDevice`]. Cheap to clone (the allocation is shared); freed when the last clone
+/// and every launch using it are gone.
+#[derive(Clone)]
+pub struct CudaBuffer {
+    dev: Arc<Inner>,
+    buf: Arc<DeviceBuffer>,
+    elem: Type,
+    len: usize,
+    stride: usize,
+}
+
+impl fmt::Debug for CudaBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "CudaBuffer({} x {} on {})",
+            self.len, self.elem, self.dev.info.name
+        )
+    }
+}
+
+impl CudaBuffer {
+    /// Element type.
+    pub fn elem(&self) -> Type {
+        self.elem
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when the buffer holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Tuple lanes per element (planes).
+    pub fn lanes(&self) -> usize {
+        scalar_lanes(self.elem).1
+    }
+
+    /// Bytes of one lane in storage (4 or 8).
+    pub fn lane_bytes(&self) -> usize {
+        weft_ir::abi::storage_bytes(scalar_lanes(self.elem).0)
+    }
+
+    /// The ordinal of the device holding it.
+    pub fn ordinal(&self) -> usize {
+        self.dev.info.ordinal
+    }
+
+    /// Copies the buffer to the host (waits for queued work first).
+    ///
+    /// # Errors
+    /// `cuMemcpyDtoHAsync` or `cuStreamSynchronize` failing.
+    pub fn download(&self) -> Result<HostBuffer, RuntimeError> {
+        let d = &self.dev;
+        let bytes = guard("cuMemcpyDtoHAsync", || {
+            d.bind()?;
+            d.download(&self.buf)
+        })?;
+        let mut h = HostBuffer::zeroed(self.elem, self.len);
+        h.bytes_mut().copy_from_slice(&bytes);
+        Ok(h)
+    }
+}
+
+/// An argument of a launch over device buffers ([`CudaDevice::launch_buffers`]).
+#[derive(Clone, Debug)]
+pub enum CudaArg<'a> {
+    /// An array, for a varying or an array parameter: elements `offset ..` of `buf`, as many
+    /// as `shape` holds, row-major.
+    Array {
+        /// The storage.
+        buf: &'a CudaBuffer,
+        /// First element.
+        offset: usize,
+        /// Extent of each axis, outermost first.
+        shape: &'a [usize],
+    },
+    /// One value, for a uniform parameter.
+    Uniform(Const),
+}
+
+impl CudaArg<'_> {
+    fn desc(&self) -> ArgDesc<'_> {
+        match self {
+            CudaArg::Array { buf, shape, .. } => ArgDesc::Array {
+                elem: buf.elem,
+                shape,
+            },
+            CudaArg::Uniform(c) => ArgDesc::Uniform(*c),
+        }
+    }
+}
+
+/// A prepared launch over device buffers: run it (or queue it) as often as wanted, then take
+/// the output buffers.
+pub struct CudaBufferLaunch {
+    launch: CudaLaunch,
+    outs: Vec<CudaBuffer>,
+}
+
+impl CudaBufferLaunch {
+    /// The underlying launch (geometry, kernel, timing with [`CudaLaunch::time_runs`]).
+    pub fn launch(&mut self) -> &mut CudaLaunch {
+        &mut self.launch
+    }
+
+    /// Runs the kernel and waits for it.
+    ///
+    /// # Errors
+    /// As [`CudaLaunch::run`].
+    pub fn run(&mut self) -> Result<(), RuntimeError> {
+        self.launch.run()
+    }
+
+    /// Queues the kernel on the device's stream without waiting (a later download or run
+    /// waits for it).
+    ///
+    /// # Errors
+    /// `cuLaunchKernel` failing.
+    pub fn enqueue(&mut self) -> Result<(), RuntimeError> {
+        if self.launch.n > 0 {
+            guard("cuLaunchKernel", || self.launch.enqueue())?;
+        }
+        self.launch.ran = true;
+        Ok(())
+    }
+
+    /// The output buffers.
+    pub fn into_outputs(self) -> Vec<CudaBuffer> {
+        self.outs
     }
 }

@@ -3,14 +3,16 @@
 //! CUDA device compiles them to PTX with LLVM and runs them on an NVIDIA GPU through the
 //! driver API (loaded at run time, so builds and runs without CUDA installed).
 
+pub mod buffer;
 pub mod cpu;
 pub mod cuda;
 mod planes;
 
-pub use cpu::{CpuDevice, HostCode, HostCompiler, RuntimeError};
+pub use buffer::HostBuffer;
+pub use cpu::{BufArg, BufferLaunch, CpuDevice, HostCode, HostCompiler, RuntimeError};
 pub use cuda::{
-    cuda_devices, cuda_driver_status, cuda_driver_version, CudaDevice, CudaError, CudaKernel,
-    CudaLaunch, DeviceInfo, GpuConfig, Transfers,
+    cuda_devices, cuda_driver_status, cuda_driver_version, CudaArg, CudaBuffer, CudaBufferLaunch,
+    CudaDevice, CudaError, CudaKernel, CudaLaunch, DeviceInfo, GpuConfig, Transfers,
 };
 
 /// Backends this build can run programs on. `cuda` is always compiled in; whether a GPU and

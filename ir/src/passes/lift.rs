@@ -16,6 +16,7 @@ use super::util::{copy_op, mapped, substitute, ValueMap};
 use crate::interp::{Arg, Input, Interpreter, RunError};
 use crate::opcode::Opcode;
 use crate::program::{Imm, Module, Op, ParamKind, Program, Region, Value};
+use crate::Const;
 use std::collections::HashSet;
 
 /// A program split into a per-launch prologue and the kernel that uses its results.
@@ -243,10 +244,34 @@ pub fn prepare_launch(
     name: &str,
     inputs: &[Input],
 ) -> Result<Option<(Module, Vec<Input>)>, RunError> {
+    let uniforms: Vec<Option<Const>> = inputs
+        .iter()
+        .map(|i| match i {
+            Input::Uniform(c) => Some(*c),
+            Input::Array(_) => None,
+        })
+        .collect();
+    Ok(
+        prepare_launch_uniforms(m, name, &uniforms)?.map(|(km, extra)| {
+            let mut all = inputs.to_vec();
+            all.extend(extra.into_iter().map(Input::Uniform));
+            (km, all)
+        }),
+    )
+}
+
+/// [`prepare_launch`] given only the uniform arguments (`None` for array arguments, one entry
+/// per parameter): the kernel module and the extra uniform values to append to the
+/// arguments, or `None` when nothing is lifted.
+pub fn prepare_launch_uniforms(
+    m: &Module,
+    name: &str,
+    uniforms: &[Option<Const>],
+) -> Result<Option<(Module, Vec<Const>)>, RunError> {
     let Some(p) = m.get(name) else {
         return Ok(None);
     };
-    if inputs.len() != p.params.len() || has_call(p) {
+    if uniforms.len() != p.params.len() || has_call(p) {
         return Ok(None);
     }
     let Some(l) = lift_program(p) else {
@@ -255,12 +280,9 @@ pub fn prepare_launch(
     let args: Vec<Arg> = p
         .params
         .iter()
-        .zip(inputs)
+        .zip(uniforms)
         .filter(|(par, _)| par.kind == ParamKind::Uniform)
-        .filter_map(|(_, inp)| match inp {
-            Input::Uniform(c) => Some(Arg::Value(*c)),
-            Input::Array(_) => None,
-        })
+        .filter_map(|(_, u)| u.map(Arg::Value))
         .collect();
     let pm = Module {
         programs: vec![l.prologue.clone()],
@@ -269,9 +291,7 @@ pub fn prepare_launch(
     let mut km = m.clone();
     let i = km.position(name).expect("found above");
     km.programs[i] = l.kernel;
-    let mut all = inputs.to_vec();
-    all.extend(outs.into_iter().map(Input::Uniform));
-    Ok(Some((km, all)))
+    Ok(Some((km, outs)))
 }
 
 fn has_call(p: &Program) -> bool {

@@ -1,0 +1,58 @@
+//! The library's error type: every fallible call of the `weft` DSL, arrays, apply and
+//! collectives returns [`Error`], naming the user's source line or the argument at fault.
+
+use std::panic::Location;
+
+/// Why a `weft` library call failed. Messages name the place: the user's source line for
+/// recording misuse (`#[track_caller]`), the argument (`input 2 \`x\``) for apply and
+/// collective misuse.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Misuse while recording a program (an `Out` never assigned, a type mismatch, an
+    /// operation outside recording that needs it), at the user's line.
+    #[error("{location}: {message}")]
+    Record {
+        /// What went wrong.
+        message: String,
+        /// The user's call site.
+        location: &'static Location<'static>,
+    },
+    /// A bad argument to apply, an array operation or a collective (shape, dtype, index
+    /// out of range, combiner arity); the message names the argument.
+    #[error("{0}")]
+    Argument(String),
+    /// A program-algebra operation failed (DESIGN §4).
+    #[error(transparent)]
+    Algebra(#[from] weft_ir::algebra::AlgebraError),
+    /// The device failed: compile error, launch error, CUDA driver error or a missing GPU.
+    #[error(transparent)]
+    Runtime(#[from] weft_runtime::RuntimeError),
+    /// A program failed verification (rendered diagnostics).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Error {
+    /// A recording error at the caller's location.
+    #[track_caller]
+    pub fn record(message: impl Into<String>) -> Error {
+        Error::Record {
+            message: message.into(),
+            location: Location::caller(),
+        }
+    }
+
+    /// An argument error.
+    pub fn argument(message: impl Into<String>) -> Error {
+        Error::Argument(message.into())
+    }
+}
+
+impl From<weft_ir::interp::RunError> for Error {
+    fn from(e: weft_ir::interp::RunError) -> Error {
+        Error::Runtime(e.into())
+    }
+}
+
+/// `Result` with the library's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

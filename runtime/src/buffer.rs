@@ -1,0 +1,184 @@
+//! Host buffers in the kernel ABI's plane layout (docs/abi.md): the storage the `weft`
+//! library's arrays live in on the CPU, handed to kernels without copying.
+
+use crate::planes::{from_storage, scalar_lanes, to_storage};
+use weft_ir::abi::{storage_bytes, PAD};
+use weft_ir::interp::HostArray;
+use weft_ir::{Const, Type};
+
+/// `len` elements of type `elem` as planes (one per tuple lane) of the kernel ABI's storage
+/// layout: 4 bytes a lane for 32-bit-class types (f16 as f32, narrow integers widened), 8 for
+/// 64-bit ones. Each plane holds [`HostBuffer::stride`] elements: at least `len + PAD`, so a
+/// kernel may read whole blocks past the end of any element range inside the buffer.
+/// Planes start 64-byte aligned relative to each other; the contents past `len` are zero.
+#[derive(Clone, Debug)]
+pub struct HostBuffer {
+    elem: Type,
+    len: usize,
+    stride: usize,
+    words: Vec<u64>,
+}
+
+impl HostBuffer {
+    /// A zeroed buffer of `len` elements of `elem` (a scalar or tuple type).
+    pub fn zeroed(elem: Type, len: usize) -> HostBuffer {
+        let (s, nl) = scalar_lanes(elem);
+        let stride = (len + PAD).div_ceil(PAD) * PAD;
+        let bytes = stride * storage_bytes(s) * nl;
+        HostBuffer {
+            elem,
+            len,
+            stride,
+            words: vec![0u64; bytes.div_ceil(8)],
+        }
+    }
+
+    /// The buffer holding `a`'s elements in row-major order.
+    pub fn from_host_array(a: &HostArray) -> HostBuffer {
+        let n = a.len();
+        let mut b = HostBuffer::zeroed(a.elem, n);
+        let nl = b.lanes();
+        for l in 0..nl {
+            for e in 0..n {
+                b.set_bits(e, l, a.data[e * nl + l]);
+            }
+        }
+        b
+    }
+
+    /// The elements as a [`HostArray`] of `shape` (whose product must be [`HostBuffer::len`]).
+    pub fn to_host_array(&self, shape: &[usize]) -> HostArray {
+        self.range_to_host_array(0, shape)
+    }
+
+    /// Elements `offset ..` (as many as `shape` holds) as a [`HostArray`] of `shape`.
+    pub fn range_to_host_array(&self, offset: usize, shape: &[usize]) -> HostArray {
+        let n: usize = shape.iter().product();
+        let nl = self.lanes();
+        let mut data = vec![0u64; n * nl];
+        for l in 0..nl {
+            for e in 0..n {
+                data[e * nl + l] = self.bits(offset + e, l);
+            }
+        }
+        HostArray {
+            elem: self.elem,
+            shape: shape.to_vec(),
+            data,
+        }
+    }
+
+    /// Element type.
+    pub fn elem(&self) -> Type {
+        self.elem
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when the buffer holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Tuple lanes per element (1 for a scalar), i.e. the number of planes.
+    pub fn lanes(&self) -> usize {
+        scalar_lanes(self.elem).1
+    }
+
+    /// Elements per plane (`len` plus padding).
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+
+    /// Bytes of one lane in storage (4 or 8).
+    pub fn lane_bytes(&self) -> usize {
+        storage_bytes(scalar_lanes(self.elem).0)
+    }
+
+    /// All planes as bytes, plane after plane (`lanes() × stride() × lane_bytes()` bytes).
+    pub fn bytes(&self) -> &[u8] {
+        let n = self.lanes() * self.stride * self.lane_bytes();
+        // SAFETY: `words` holds at least `n` initialised bytes; u8 has no alignment needs.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), n) }
+    }
+
+    /// All planes as mutable bytes (see [`HostBuffer::bytes`]).
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        let n = self.lanes() * self.stride * self.lane_bytes();
+        // SAFETY: as in `bytes`, and `self` is borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), n) }
+    }
+
+    /// Plane `l` as bytes (`stride() × lane_bytes()`).
+    pub fn plane(&self, l: usize) -> &[u8] {
+        let pb = self.stride * self.lane_bytes();
+        &self.bytes()[l * pb..(l + 1) * pb]
+    }
+
+    /// Plane `l` as mutable bytes.
+    pub fn plane_mut(&mut self, l: usize) -> &mut [u8] {
+        let pb = self.stride * self.lane_bytes();
+        &mut self.bytes_mut()[l * pb..(l + 1) * pb]
+    }
+
+    /// Plane `l` as `f32`s, when the element's scalar type is f32 (else `None`).
+    pub fn plane_f32(&self, l: usize) -> Option<&[f32]> {
+        (scalar_lanes(self.elem).0 == weft_ir::ScalarType::F32).then(|| {
+            let p = self.plane(l);
+            // SAFETY: planes start at multiples of 64 bytes from an 8-aligned base; any bit
+            // pattern is an f32.
+            unsafe { std::slice::from_raw_parts(p.as_ptr().cast::<f32>(), p.len() / 4) }
+        })
+    }
+
+    /// Canonical lane bits of lane `l` of element `e`.
+    pub fn bits(&self, e: usize, l: usize) -> u64 {
+        let b = self.lane_bytes();
+        let p = &self.plane(l)[e * b..(e + 1) * b];
+        let mut w = [0u8; 8];
+        w[..b].copy_from_slice(p);
+        from_storage(scalar_lanes(self.elem).0, u64::from_le_bytes(w))
+    }
+
+    /// Sets lane `l` of element `e` from canonical lane bits.
+    pub fn set_bits(&mut self, e: usize, l: usize, bits: u64) {
+        let b = self.lane_bytes();
+        let raw = to_storage(scalar_lanes(self.elem).0, bits).to_le_bytes();
+        self.plane_mut(l)[e * b..(e + 1) * b].copy_from_slice(&raw[..b]);
+    }
+
+    /// Element `e` as a constant.
+    pub fn get(&self, e: usize) -> Const {
+        let lanes: Vec<u64> = (0..self.lanes()).map(|l| self.bits(e, l)).collect();
+        Const::from_lanes(self.elem, &lanes)
+    }
+
+    /// Sets element `e` (the constant's type must be the element type).
+    pub fn set(&mut self, e: usize, c: &Const) {
+        for (l, &b) in c.lane_bits().iter().enumerate() {
+            self.set_bits(e, l, b);
+        }
+    }
+
+    /// Copies `n` elements starting at `src_offset` of `src` to `dst_offset` of `self` (same
+    /// element type).
+    pub fn copy_from(&mut self, dst_offset: usize, src: &HostBuffer, src_offset: usize, n: usize) {
+        let b = self.lane_bytes();
+        for l in 0..self.lanes() {
+            let s = &src.plane(l)[src_offset * b..(src_offset + n) * b];
+            self.plane_mut(l)[dst_offset * b..(dst_offset + n) * b].copy_from_slice(s);
+        }
+    }
+
+    /// Zeroes every plane's elements past `len` (kernels' masked final blocks may store
+    /// there).
+    pub fn zero_padding(&mut self) {
+        let (b, len) = (self.lane_bytes(), self.len);
+        for l in 0..self.lanes() {
+            self.plane_mut(l)[len * b..].fill(0);
+        }
+    }
+}
