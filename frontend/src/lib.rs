@@ -1,8 +1,22 @@
 //! weft: a data-parallel JIT in the RapidMind / Sh model. This crate is the public library
-//! (re-exports of the IR, npy I/O, and the `weft` CLI's implementation).
+//! (the recording DSL, arrays, apply, collectives, re-exports of the IR, npy I/O) and the
+//! `weft` CLI's implementation.
 
+pub mod array;
 pub mod cli;
+pub mod collective;
+pub mod device;
+pub mod dsl;
+pub mod error;
+mod exec;
 pub mod npy;
+pub mod scalar;
+
+pub use array::{grid1, grid2, grid3, Array, Residency};
+pub use collective::{arg_max, arg_min, max, min, product, sum};
+pub use device::Device;
+pub use error::{Error, Result};
+pub use scalar::{Elem, Scalar};
 
 pub use weft_ir as ir;
 /// The program algebra (DESIGN §4): binding, composition, bundling, specialization.
@@ -11,5 +25,5 @@ pub use weft_ir::algebra;
 pub use weft_ir::passes;
 pub use weft_ir::{
     builder::ProgramBuilder, parse_module, print_module, verify_module, Const, HostArray, Module,
-    Program, ScalarType, Type,
+    Program as IrProgram, ScalarType, Type,
 };

@@ -3,6 +3,7 @@
 
 mod algebra;
 mod algebra_demos;
+mod arrays;
 mod builder;
 mod cli;
 mod cpu;

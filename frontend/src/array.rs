@@ -1,0 +1,713 @@
+//! `Array<D, T>`: by-value arrays of 1 to 3 axes (DESIGN §5; RapidMind's `Array<D, T>`):
+//! O(1) assignment with copy-on-write storage, views (`slice`, `offset`, `stride`), boundary
+//! modes, virtual `grid` index arrays, conversions from and to `Vec` and `ndarray`, and
+//! residency per device (contents move between host and GPU only when needed).
+
+use crate::device::{Device, Kind};
+use crate::error::{Error, Result};
+use crate::scalar::{Elem, Scalar};
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use weft_ir::{Boundary, Type};
+use weft_runtime::{CudaBuffer, HostBuffer};
+
+/// The shared storage of arrays: `len` elements of `elem`, with a copy on the host and/or on
+/// GPUs (all copies hold the same contents; storage is never written once shared), or a
+/// launch not yet run (deferred execution).
+pub(crate) struct Storage {
+    pub(crate) elem: Type,
+    pub(crate) len: usize,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    host: Option<Arc<HostBuffer>>,
+    cuda: Vec<CudaBuffer>,
+    pending: Option<(Arc<Pending>, usize)>,
+}
+
+/// Where a storage's contents are right now (for tests and diagnostics).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Residency {
+    /// A current copy is in host memory.
+    pub host: bool,
+    /// Ordinals of the GPUs holding a current copy.
+    pub cuda: Vec<usize>,
+    /// The contents are the result of a launch not yet run (deferred execution).
+    pub pending: bool,
+}
+
+/// A launch whose outputs nobody has read yet. Runs at most once, on the first read of any
+/// of its outputs.
+pub(crate) struct Pending {
+    job: Mutex<Option<Job>>,
+    outs: Mutex<Vec<Weak<Storage>>>,
+    done: OnceLock<std::result::Result<(), String>>,
+}
+
+/// What a deferred launch computes: its outputs' contents on one device.
+pub(crate) type Job = Box<dyn FnOnce() -> Result<Vec<Resident>> + Send>;
+
+/// The contents of one storage on one device.
+pub(crate) enum Resident {
+    Host(HostBuffer),
+    Cuda(CudaBuffer),
+}
+
+impl Pending {
+    /// Output storages of `elems`/`len` whose contents `job` computes when first read.
+    pub(crate) fn outputs(job: Job, elems: &[Type], len: usize) -> Vec<Arc<Storage>> {
+        let p = Arc::new(Pending {
+            job: Mutex::new(Some(job)),
+            outs: Mutex::new(Vec::new()),
+            done: OnceLock::new(),
+        });
+        let stores: Vec<Arc<Storage>> = elems
+            .iter()
+            .enumerate()
+            .map(|(i, &elem)| {
+                Arc::new(Storage {
+                    elem,
+                    len,
+                    state: Mutex::new(State {
+                        pending: Some((p.clone(), i)),
+                        ..State::default()
+                    }),
+                })
+            })
+            .collect();
+        *lock(&p.outs) = stores.iter().map(Arc::downgrade).collect();
+        stores
+    }
+
+    fn run(&self) -> std::result::Result<(), String> {
+        self.done
+            .get_or_init(|| {
+                let Some(job) = lock(&self.job).take() else {
+                    return Err("deferred launch lost".into());
+                };
+                let res = job().map_err(|e| e.to_string())?;
+                let outs = lock(&self.outs).clone();
+                for (w, r) in outs.iter().zip(res) {
+                    if let Some(s) = w.upgrade() {
+                        let mut st = lock(&s.state);
+                        st.pending = None;
+                        match r {
+                            Resident::Host(h) => st.host = Some(Arc::new(h)),
+                            Resident::Cuda(c) => st.cuda.push(c),
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .clone()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Storage {
+    pub(crate) fn from_host(h: HostBuffer) -> Arc<Storage> {
+        Arc::new(Storage {
+            elem: h.elem(),
+            len: h.len(),
+            state: Mutex::new(State {
+                host: Some(Arc::new(h)),
+                ..State::default()
+            }),
+        })
+    }
+
+    pub(crate) fn from_resident(r: Resident) -> Arc<Storage> {
+        match r {
+            Resident::Host(h) => Storage::from_host(h),
+            Resident::Cuda(c) => Arc::new(Storage {
+                elem: c.elem(),
+                len: c.len(),
+                state: Mutex::new(State {
+                    cuda: vec![c],
+                    ..State::default()
+                }),
+            }),
+        }
+    }
+
+    /// Runs the pending launch that computes this storage, if any.
+    fn resolve(&self) -> Result<()> {
+        let pending = lock(&self.state).pending.clone();
+        if let Some((p, _)) = pending {
+            p.run()
+                .map_err(|e| Error::argument(format!("deferred launch failed: {e}")))?;
+            let mut st = lock(&self.state);
+            if st.pending.is_some() {
+                st.pending = None;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn residency(&self) -> Residency {
+        let st = lock(&self.state);
+        Residency {
+            host: st.host.is_some(),
+            cuda: st.cuda.iter().map(CudaBuffer::ordinal).collect(),
+            pending: st.pending.is_some(),
+        }
+    }
+
+    /// The host copy, downloading it from a GPU when only a GPU has one.
+    pub(crate) fn host(&self) -> Result<Arc<HostBuffer>> {
+        self.resolve()?;
+        let mut st = lock(&self.state);
+        if let Some(h) = &st.host {
+            return Ok(h.clone());
+        }
+        let Some(c) = st.cuda.first() else {
+            return Err(Error::argument(
+                "array storage has no contents (a failed launch)",
+            ));
+        };
+        let h = Arc::new(c.download()?);
+        st.host = Some(h.clone());
+        Ok(h)
+    }
+
+    /// The copy on CUDA device `dev`, uploading the host copy when it has none.
+    pub(crate) fn cuda(&self, dev: &weft_runtime::CudaDevice) -> Result<CudaBuffer> {
+        self.resolve()?;
+        let ord = dev.info().ordinal;
+        if let Some(c) = lock(&self.state).cuda.iter().find(|c| c.ordinal() == ord) {
+            return Ok(c.clone());
+        }
+        let h = self.host()?;
+        let c = dev.upload(&h)?;
+        lock(&self.state).cuda.push(c.clone());
+        Ok(c)
+    }
+
+    /// Makes sure a copy exists where `dev` runs (host for the interpreter and the CPU).
+    pub(crate) fn make_resident(&self, dev: &Device) -> Result<()> {
+        match &*dev.0 {
+            Kind::Cuda(d) => self.cuda(d).map(drop),
+            _ => self.host().map(drop),
+        }
+    }
+}
+
+/// What an array's elements come from.
+#[derive(Clone)]
+pub(crate) enum Source {
+    /// Stored elements.
+    Stored(Arc<Storage>),
+    /// A virtual index array: element `i` is its own coordinates (`grid`).
+    Grid,
+}
+
+/// The untyped part of an array: a view (offset, shape, strides in elements) of a source,
+/// and a boundary mode for random-access reads.
+#[derive(Clone)]
+pub(crate) struct ArrayData {
+    pub(crate) source: Source,
+    pub(crate) elem: Type,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) offset: usize,
+    pub(crate) strides: Vec<usize>,
+    pub(crate) boundary: Option<Boundary>,
+}
+
+/// Row-major strides of `shape`.
+pub(crate) fn row_major(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1usize; shape.len()];
+    for k in (0..shape.len().saturating_sub(1)).rev() {
+        s[k] = s[k + 1] * shape[k + 1];
+    }
+    s
+}
+
+impl ArrayData {
+    pub(crate) fn stored(store: Arc<Storage>, shape: Vec<usize>) -> ArrayData {
+        ArrayData {
+            elem: store.elem,
+            strides: row_major(&shape),
+            source: Source::Stored(store),
+            shape,
+            offset: 0,
+            boundary: None,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// True when the view's elements are consecutive in storage (row-major).
+    pub(crate) fn contiguous(&self) -> bool {
+        let rm = row_major(&self.shape);
+        self.shape
+            .iter()
+            .zip(rm.iter().zip(&self.strides))
+            .all(|(&d, (a, b))| d <= 1 || a == b)
+    }
+
+    /// Storage position of row-major element `i` of the view.
+    fn position(&self, mut i: usize) -> usize {
+        let mut pos = self.offset;
+        for k in (0..self.shape.len()).rev() {
+            let d = self.shape[k].max(1);
+            pos += (i % d) * self.strides[k];
+            i /= d;
+        }
+        pos
+    }
+
+    /// The same elements as a contiguous view starting at `offset` of a stored array (the
+    /// view itself when it already is one; otherwise a host copy).
+    pub(crate) fn contiguous_view(&self) -> Result<ArrayData> {
+        if let Source::Stored(_) = &self.source {
+            if self.contiguous() {
+                return Ok(self.clone());
+            }
+        }
+        let h = self.to_host_buffer()?;
+        let mut d = ArrayData::stored(Storage::from_host(h), self.shape.clone());
+        d.boundary = self.boundary;
+        Ok(d)
+    }
+
+    /// The view's elements, row-major, in a fresh host buffer.
+    pub(crate) fn to_host_buffer(&self) -> Result<HostBuffer> {
+        let n = self.len();
+        let mut out = HostBuffer::zeroed(self.elem, n);
+        match &self.source {
+            Source::Grid => {
+                let rm = row_major(&self.shape);
+                for i in 0..n {
+                    for (k, &s) in rm.iter().enumerate() {
+                        out.set_bits(i, k, ((i / s) % self.shape[k].max(1)) as u32 as u64);
+                    }
+                }
+            }
+            Source::Stored(s) => {
+                let h = s.host()?;
+                if self.contiguous() {
+                    out.copy_from(0, &h, self.offset, n);
+                } else {
+                    for i in 0..n {
+                        let p = self.position(i);
+                        for l in 0..out.lanes() {
+                            out.set_bits(i, l, h.bits(p, l));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The view as an interpreter array.
+    pub(crate) fn to_host_array(&self) -> Result<weft_ir::HostArray> {
+        Ok(self.to_host_buffer()?.to_host_array(&self.shape))
+    }
+}
+
+/// A by-value array of `D` axes (1 to 3) of elements `T` (a [`Scalar`] or `[S; N]`), as in
+/// RapidMind's `Array<D, T>` (McCool et al., "Data-Parallel Programming on the Cell BE and
+/// the GPU using the RapidMind Development Platform", §3).
+///
+/// - **By value**: `clone` and assignment are O(1); storage is shared until one side is
+///   written ([`Array::set`], [`Array::scatter`]), which copies it first (copy-on-write).
+/// - **Views**: [`Array::slice`], [`Array::offset`] and [`Array::stride`] share storage.
+/// - **Residency** (DESIGN §5): the contents live on the host, on GPUs, or are the pending
+///   result of a launch (deferred until read); transfers happen only when a device needs a
+///   copy it lacks ([`Array::residency`]).
+/// - **Boundary mode** ([`Array::with_boundary`]) applies when a program reads the array at
+///   random (an array input); it overrides the mode the program declared.
+pub struct Array<const D: usize, T: Elem> {
+    pub(crate) data: ArrayData,
+    _t: PhantomData<T>,
+}
+
+impl<const D: usize, T: Elem> Clone for Array<D, T> {
+    fn clone(&self) -> Self {
+        Array {
+            data: self.data.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<const D: usize, T: Elem> std::fmt::Debug for Array<D, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Array<{D}, {}>{:?}", self.data.elem, self.data.shape)
+    }
+}
+
+fn check_rank<const D: usize>() -> Result<()> {
+    if (1..=3).contains(&D) {
+        Ok(())
+    } else {
+        Err(Error::argument(format!("arrays have 1 to 3 axes, not {D}")))
+    }
+}
+
+impl<const D: usize, T: Elem> Array<D, T> {
+    /// Wraps untyped array data whose element type is `T`'s.
+    pub(crate) fn from_data(data: ArrayData) -> Result<Self> {
+        if data.elem != T::ir_type() || data.shape.len() != D {
+            return Err(Error::argument(format!(
+                "expected an array of {D} axes of {}, got {} axes of {}",
+                T::ir_type(),
+                data.shape.len(),
+                data.elem
+            )));
+        }
+        Ok(Array {
+            data,
+            _t: PhantomData,
+        })
+    }
+
+    /// An array of `shape` (outermost axis first) from `values` in row-major order.
+    ///
+    /// # Errors
+    /// `values.len()` differs from the product of `shape`, or `D` is not 1, 2 or 3.
+    pub fn from_vec(shape: [usize; D], values: Vec<T>) -> Result<Self> {
+        Self::from_slice(shape, &values)
+    }
+
+    /// As [`Array::from_vec`], borrowing the values.
+    ///
+    /// # Errors
+    /// As [`Array::from_vec`].
+    pub fn from_slice(shape: [usize; D], values: &[T]) -> Result<Self> {
+        check_rank::<D>()?;
+        let n: usize = shape.iter().product();
+        if values.len() != n {
+            return Err(Error::argument(format!(
+                "shape {shape:?} holds {n} elements, but {} values were given",
+                values.len()
+            )));
+        }
+        let mut h = HostBuffer::zeroed(T::ir_type(), n);
+        for l in 0..T::LANES {
+            for (e, v) in values.iter().enumerate() {
+                h.set_bits(e, l, v.lane(l).to_bits());
+            }
+        }
+        Ok(Self::from_host(h, shape.to_vec()))
+    }
+
+    /// An array of `shape` whose element at row-major position `i` is `f(i)`.
+    ///
+    /// # Errors
+    /// As [`Array::from_vec`].
+    pub fn from_fn(shape: [usize; D], f: impl FnMut(usize) -> T) -> Result<Self> {
+        let n: usize = shape.iter().product();
+        Self::from_vec(shape, (0..n).map(f).collect())
+    }
+
+    /// An array of `shape` with every element `value`.
+    ///
+    /// # Errors
+    /// As [`Array::from_vec`].
+    pub fn filled(shape: [usize; D], value: T) -> Result<Self> {
+        Self::from_fn(shape, |_| value)
+    }
+
+    pub(crate) fn from_host(h: HostBuffer, shape: Vec<usize>) -> Self {
+        Array {
+            data: ArrayData::stored(Storage::from_host(h), shape),
+            _t: PhantomData,
+        }
+    }
+
+    /// Extent of each axis, outermost first.
+    pub fn shape(&self) -> [usize; D] {
+        let mut s = [0usize; D];
+        s.copy_from_slice(&self.data.shape);
+        s
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// True when the array has no element.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The IR element type (`f32`, `<3 x f32>`, …).
+    pub fn elem_type(&self) -> Type {
+        self.data.elem
+    }
+
+    /// The elements in row-major order (downloading from a GPU or running a deferred launch
+    /// when needed).
+    ///
+    /// # Errors
+    /// A deferred launch failed, or a download failed.
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        let d = self.data.contiguous_view()?;
+        let n = d.len();
+        let h = match &d.source {
+            Source::Stored(s) => s.host()?,
+            Source::Grid => Arc::new(d.to_host_buffer()?),
+        };
+        let off = d.offset;
+        Ok((0..n)
+            .map(|e| T::from_lanes(|l| T::Scalar::from_bits(h.bits(off + e, l))))
+            .collect())
+    }
+
+    /// Element at row-major position `i` (`None` past the end).
+    ///
+    /// # Errors
+    /// As [`Array::to_vec`].
+    pub fn get(&self, i: usize) -> Result<Option<T>> {
+        if i >= self.len() {
+            return Ok(None);
+        }
+        let p = self.data.position(i);
+        Ok(Some(match &self.data.source {
+            Source::Stored(s) => {
+                let h = s.host()?;
+                T::from_lanes(|l| T::Scalar::from_bits(h.bits(p, l)))
+            }
+            Source::Grid => self.to_vec()?[i],
+        }))
+    }
+
+    /// Sets the element at row-major position `i`, copying the storage first when another
+    /// array shares it (copy-on-write).
+    ///
+    /// # Errors
+    /// `i` out of range (naming it), or a transfer failing.
+    pub fn set(&mut self, i: usize, value: T) -> Result<()> {
+        if i >= self.len() {
+            return Err(Error::argument(format!(
+                "index {i} is out of range for an array of {} elements",
+                self.len()
+            )));
+        }
+        let mut h = self.unique_host()?;
+        let p = self.data.position(i);
+        for l in 0..T::LANES {
+            h.set_bits(p, l, value.lane(l).to_bits());
+        }
+        self.data.source = Source::Stored(Storage::from_host(h));
+        Ok(())
+    }
+
+    /// A host buffer this array may write: its own when nobody else shares the storage, else
+    /// a copy; views and grids become plain contiguous storage first.
+    pub(crate) fn unique_host(&mut self) -> Result<HostBuffer> {
+        if !matches!(self.data.source, Source::Stored(_)) || !self.data.contiguous() {
+            let shape = self.data.shape.clone();
+            let b = self.data.boundary;
+            self.data = ArrayData::stored(Storage::from_host(self.data.to_host_buffer()?), shape);
+            self.data.boundary = b;
+        }
+        let Source::Stored(s) = &self.data.source else {
+            unreachable!("made stored above")
+        };
+        let h = s.host()?;
+        Ok(Arc::try_unwrap(h).unwrap_or_else(|h| (*h).clone()))
+    }
+
+    /// Where the contents are (host, GPUs, pending); a grid has no storage.
+    pub fn residency(&self) -> Option<Residency> {
+        match &self.data.source {
+            Source::Stored(s) => Some(s.residency()),
+            Source::Grid => None,
+        }
+    }
+
+    /// Makes a copy of the contents resident on `dev` now (uploads ahead of time).
+    ///
+    /// # Errors
+    /// A transfer failing.
+    pub fn to_device(&self, dev: &Device) -> Result<()> {
+        match &self.data.source {
+            Source::Stored(s) => s.make_resident(dev),
+            Source::Grid => Ok(()),
+        }
+    }
+
+    /// True when both arrays view the same storage (no copy was made between them).
+    pub fn shares_storage(&self, other: &Self) -> bool {
+        match (&self.data.source, &other.data.source) {
+            (Source::Stored(a), Source::Stored(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    /// The same elements read with boundary mode `b` by programs that gather from it.
+    pub fn with_boundary(&self, b: Boundary) -> Self {
+        let mut a = self.clone();
+        a.data.boundary = Some(b);
+        a
+    }
+
+    /// The boundary mode set with [`Array::with_boundary`] (`None`: the program's own).
+    pub fn boundary(&self) -> Option<Boundary> {
+        self.data.boundary
+    }
+
+    /// The view of the box `start[k] .. end[k]` on each axis (shares storage).
+    ///
+    /// # Errors
+    /// A bound past the extent or `start > end` (naming the axis).
+    pub fn slice(&self, start: [usize; D], end: [usize; D]) -> Result<Self> {
+        for k in 0..D {
+            if start[k] > end[k] || end[k] > self.data.shape[k] {
+                return Err(Error::argument(format!(
+                    "slice axis {k}: {}..{} is not inside 0..{}",
+                    start[k], end[k], self.data.shape[k]
+                )));
+            }
+        }
+        let mut a = self.clone();
+        a.data.offset += (0..D)
+            .map(|k| start[k] * self.data.strides[k])
+            .sum::<usize>();
+        for k in 0..D {
+            a.data.shape[k] = end[k] - start[k];
+        }
+        Ok(a)
+    }
+
+    /// The view starting at coordinates `start` to the end of each axis (shares storage).
+    ///
+    /// # Errors
+    /// As [`Array::slice`].
+    pub fn offset(&self, start: [usize; D]) -> Result<Self> {
+        self.slice(start, self.shape())
+    }
+
+    /// The view of every `step[k]`-th element along each axis, starting with the first
+    /// (shares storage; programs read it through a copy).
+    ///
+    /// # Errors
+    /// A step of zero.
+    pub fn stride(&self, step: [usize; D]) -> Result<Self> {
+        if let Some(k) = step.iter().position(|&s| s == 0) {
+            return Err(Error::argument(format!("stride axis {k}: a step of 0")));
+        }
+        let mut a = self.clone();
+        for k in 0..D {
+            a.data.shape[k] = self.data.shape[k].div_ceil(step[k]);
+            a.data.strides[k] *= step[k];
+        }
+        Ok(a)
+    }
+}
+
+impl<const D: usize> Array<D, i32> {
+    /// Placeholder so `grid` has a home for D = 1; see [`grid`].
+    fn grid_data(shape: &[usize]) -> ArrayData {
+        ArrayData {
+            source: Source::Grid,
+            elem: grid_elem(shape.len()),
+            strides: row_major(shape),
+            shape: shape.to_vec(),
+            offset: 0,
+            boundary: None,
+        }
+    }
+}
+
+fn grid_elem(d: usize) -> Type {
+    if d == 1 {
+        Type::i32()
+    } else {
+        Type::tuple(weft_ir::ScalarType::I32, d as u8).expect("2 or 3 lanes")
+    }
+}
+
+/// A virtual 1-D index array of `n` elements: element `i` is `i` (i32). It has no storage;
+/// a program applied to it reads its `index` builtin instead (RapidMind's `grid`).
+pub fn grid1(n: usize) -> Array<1, i32> {
+    Array {
+        data: Array::<1, i32>::grid_data(&[n]),
+        _t: PhantomData,
+    }
+}
+
+/// A virtual 2-D index array of `shape`: element `[i, j]` is `[i, j]` (i32 pairs), with no
+/// storage (see [`grid1`]).
+pub fn grid2(shape: [usize; 2]) -> Array<2, [i32; 2]> {
+    Array {
+        data: Array::<2, i32>::grid_data(&shape),
+        _t: PhantomData,
+    }
+}
+
+/// A virtual 3-D index array of `shape` (see [`grid2`]).
+pub fn grid3(shape: [usize; 3]) -> Array<3, [i32; 3]> {
+    Array {
+        data: Array::<3, i32>::grid_data(&shape),
+        _t: PhantomData,
+    }
+}
+
+impl<const D: usize, S: Scalar> Array<D, S>
+where
+    ndarray::Dim<[usize; D]>: ndarray::Dimension,
+{
+    /// An array holding a copy of an `ndarray` array's elements (any memory order).
+    ///
+    /// # Errors
+    /// `D` is not 1, 2 or 3.
+    pub fn from_ndarray<A>(a: &ndarray::ArrayBase<A, ndarray::Dim<[usize; D]>>) -> Result<Self>
+    where
+        A: ndarray::Data<Elem = S>,
+    {
+        let mut shape = [0usize; D];
+        shape.copy_from_slice(a.shape());
+        Self::from_vec(shape, a.iter().copied().collect())
+    }
+
+    /// The elements as an `ndarray` array of the same shape.
+    ///
+    /// # Errors
+    /// As [`Array::to_vec`].
+    pub fn to_ndarray(&self) -> Result<ndarray::Array<S, ndarray::Dim<[usize; D]>>> {
+        let v = self.to_vec()?;
+        ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&self.shape()), v)
+            .and_then(|a| a.into_dimensionality())
+            .map_err(|e| Error::argument(format!("to_ndarray: {e}")))
+    }
+}
+
+impl<const D: usize, S: Scalar> Array<D, S> {
+    /// An array from a dynamically typed `ndarray` array, checking at run time that its
+    /// element type is `S` and that it has `D` axes.
+    ///
+    /// # Errors
+    /// A different element type ("expected f32, got f64") or number of axes.
+    pub fn from_ndarray_dyn<U: Scalar>(a: &ndarray::ArrayD<U>) -> Result<Self> {
+        if U::SCALAR != S::SCALAR {
+            return Err(Error::argument(format!(
+                "ndarray has elements of type {}, expected {}",
+                U::SCALAR.name(),
+                S::SCALAR.name()
+            )));
+        }
+        if a.ndim() != D {
+            return Err(Error::argument(format!(
+                "ndarray has {} axes (shape {:?}), expected {D}",
+                a.ndim(),
+                a.shape()
+            )));
+        }
+        let mut shape = [0usize; D];
+        shape.copy_from_slice(a.shape());
+        let v: Vec<S> = a.iter().map(|x| S::from_bits(x.to_bits())).collect();
+        Self::from_vec(shape, v)
+    }
+}

@@ -1,0 +1,627 @@
+//! Collectives on every device (DESIGN §5): reduce with a user combiner, the built-in
+//! reductions (sum, product, min, max, arg_min, arg_max, count), gather and scatter.
+//!
+//! A reduction is a plan of ordinary launches of generated programs, so it runs on every
+//! device and the interpreter defines its result: each pass combines `K` equal segments of
+//! the current array element-wise (`K` varying inputs, viewed in place, no copies), leaving
+//! a `K`-times shorter array of partial results; the elements left over by a pass (fewer
+//! than `K`) are kept on the host. When at most `K` partials remain, one host-side fold
+//! combines them, then the left-overs from the last pass back to the first, so the order
+//! of combination preserves the order of the elements: an associative combiner need not be
+//! commutative. Every device with the same `K` ([`FANIN`]) combines in the same order, so
+//! results agree bit for bit even for floating-point sums.
+
+use crate::array::{Array, ArrayData};
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::exec::{prepare, run_arrays, ArgVal};
+use crate::scalar::{Elem, Scalar};
+use std::sync::Arc;
+use weft_ir::builder::ProgramBuilder;
+use weft_ir::interp::Arg;
+use weft_ir::{Const, Module, Opcode, ScalarType, Type};
+
+/// Segments combined per pass of a reduction (the fan-in of the reduction tree).
+pub const FANIN: usize = 16;
+
+/// A combiner: program `name` of `module` with `2k` inputs and `k` outputs of the state types.
+struct Combiner {
+    module: Module,
+    name: String,
+    state: Vec<Type>,
+}
+
+impl Combiner {
+    /// Checks a user program as a combiner of `k`-lane states (DESIGN §5: two inputs, one
+    /// output, all of one type, for `k = 1`).
+    fn check(module: &Module, name: &str, what: &str) -> Result<Combiner> {
+        let p = module
+            .get(name)
+            .ok_or_else(|| Error::argument(format!("{what}: no program @{name}")))?;
+        let ins: Vec<Type> = p.params.iter().map(|q| p.ty(q.value)).collect();
+        let outs: Vec<Type> = p.outputs.iter().map(|o| o.ty).collect();
+        if outs.is_empty() || ins.len() != 2 * outs.len() {
+            return Err(Error::argument(format!(
+                "{what}: a combiner takes 2 inputs and gives 1 output of the same type; \
+                 @{name} takes {} and gives {}",
+                ins.len(),
+                outs.len()
+            )));
+        }
+        let k = outs.len();
+        if ins[..k] != outs[..] || ins[k..] != outs[..] {
+            return Err(Error::argument(format!(
+                "{what}: the combiner's inputs and output must have one type; @{name} has \
+                 inputs ({}) and outputs ({})",
+                list(&ins),
+                list(&outs)
+            )));
+        }
+        Ok(Combiner {
+            module: module.clone(),
+            name: name.to_string(),
+            state: outs,
+        })
+    }
+
+    fn program(&self) -> &weft_ir::Program {
+        self.module.get(&self.name).expect("checked")
+    }
+}
+
+fn list(ts: &[Type]) -> String {
+    ts.iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// How the first pass turns an element into a state: as it is, or through a map program
+/// taking the element (and, when `with_index`, its i64 position) to the state.
+struct MapFn {
+    module: Module,
+    name: String,
+    with_index: bool,
+}
+
+/// Appends `extra`'s programs missing from `m`.
+fn merge(m: &mut Module, extra: &Module) {
+    for p in &extra.programs {
+        if m.get(&p.name).is_none() {
+            m.programs
+                .insert(m.programs.len().saturating_sub(1), p.clone());
+        }
+    }
+}
+
+fn built(b: ProgramBuilder) -> Result<Module> {
+    b.finish_module()
+        .map_err(|e| Error::Invalid(format!("generated program: {e:?}")))
+}
+
+/// The pass program `@reduce.pass`: `K` groups of state inputs (or, with `map`, `K`
+/// elements of `elem` and uniforms `base` and `seg`), folded left with the combiner.
+fn pass_program(c: &Combiner, map: Option<(&MapFn, Type)>, k: usize) -> Result<Module> {
+    let mut b = ProgramBuilder::new("reduce.pass");
+    let cp = c.program().clone();
+    let mut groups: Vec<Vec<weft_ir::Value>> = Vec::new();
+    match map {
+        None => {
+            for j in 0..k {
+                groups.push(
+                    c.state
+                        .iter()
+                        .enumerate()
+                        .map(|(s, &t)| b.varying(&format!("x{j}_{s}"), t))
+                        .collect(),
+                );
+            }
+        }
+        Some((mf, elem)) => {
+            let xs: Vec<weft_ir::Value> =
+                (0..k).map(|j| b.varying(&format!("x{j}"), elem)).collect();
+            let base = b.uniform("base", Type::i64());
+            let seg = b.uniform("seg", Type::i64());
+            let mp = mf.module.get(&mf.name).expect("checked").clone();
+            let idx = b.index(Type::i64());
+            for (j, &x) in xs.iter().enumerate() {
+                let mut args = vec![x];
+                if mf.with_index {
+                    let jj = b.constant(Const::scalar(ScalarType::I64, j as u64));
+                    let off = b.op(Opcode::Mul, &[jj, seg]);
+                    let i0 = b.op(Opcode::Add, &[idx, base]);
+                    args.push(b.op(Opcode::Add, &[i0, off]));
+                }
+                groups.push(b.call(&mp, &args));
+            }
+        }
+    }
+    let mut acc = groups[0].clone();
+    for g in &groups[1..] {
+        let mut args = acc.clone();
+        args.extend(g);
+        acc = b.call(&cp, &args);
+    }
+    for (s, v) in acc.into_iter().enumerate() {
+        b.output(&format!("s{s}"), v);
+    }
+    let mut m = built(b)?;
+    merge(&mut m, &c.module);
+    if let Some((mf, _)) = map {
+        merge(&mut m, &mf.module);
+    }
+    weft_ir::verify_module(&m).map_err(|e| Error::Invalid(format!("{e:?}")))?;
+    Ok(m)
+}
+
+/// Folds `states` left with the combiner on the interpreter (one element run).
+fn fold_host(c: &Combiner, states: &[Vec<Const>]) -> Result<Vec<Const>> {
+    if states.len() == 1 {
+        return Ok(states[0].clone());
+    }
+    let mut b = ProgramBuilder::new("reduce.final");
+    let cp = c.program().clone();
+    let ins: Vec<Vec<weft_ir::Value>> = states
+        .iter()
+        .enumerate()
+        .map(|(j, _)| {
+            c.state
+                .iter()
+                .enumerate()
+                .map(|(s, &t)| b.uniform(&format!("u{j}_{s}"), t))
+                .collect()
+        })
+        .collect();
+    let mut acc = ins[0].clone();
+    for g in &ins[1..] {
+        let mut args = acc.clone();
+        args.extend(g);
+        acc = b.call(&cp, &args);
+    }
+    for (s, v) in acc.into_iter().enumerate() {
+        b.output(&format!("s{s}"), v);
+    }
+    let mut m = built(b)?;
+    merge(&mut m, &c.module);
+    let args: Vec<Arg> = states.iter().flatten().map(|&c| Arg::Value(c)).collect();
+    Ok(weft_ir::Interpreter::new(&m).run_element("reduce.final", &args, &[0], &[1])?)
+}
+
+/// A 1-D view of elements `lo .. lo + n` of a contiguous array.
+fn view(d: &ArrayData, lo: usize, n: usize) -> ArrayData {
+    let mut v = d.clone();
+    v.offset += lo;
+    v.shape = vec![n];
+    v.strides = vec![1];
+    v.boundary = None;
+    v
+}
+
+/// Host values of elements `lo .. lo + n` of each state array.
+fn host_states(cur: &[ArrayData], lo: usize, n: usize) -> Result<Vec<Vec<Const>>> {
+    let hosts = cur
+        .iter()
+        .map(|d| match &d.source {
+            crate::array::Source::Stored(s) => s.host(),
+            crate::array::Source::Grid => unreachable!("made contiguous"),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((lo..lo + n)
+        .map(|e| {
+            hosts
+                .iter()
+                .zip(cur)
+                .map(|(h, d)| h.get(d.offset + e))
+                .collect()
+        })
+        .collect())
+}
+
+/// Reduces all elements of `data` (row-major) on `dev`; `None` for an empty array.
+fn reduce_core(
+    dev: &Device,
+    c: &Combiner,
+    map: Option<&MapFn>,
+    data: &ArrayData,
+) -> Result<Option<Vec<Const>>> {
+    let n = data.len();
+    if n == 0 {
+        return Ok(None);
+    }
+    let d = data.contiguous_view()?;
+    let mut cur: Vec<ArrayData> = vec![view(&d, 0, n)];
+    let mut mapped = map.is_none();
+    let mut tails: Vec<Vec<Vec<Const>>> = Vec::new();
+    let first_prog = |k: usize| -> Result<Arc<Module>> {
+        let mf = map.expect("unmapped only with a map");
+        Ok(Arc::new(pass_program(c, Some((mf, d.elem)), k)?))
+    };
+    let run_pass = |m: &Arc<Module>, args: Vec<ArgVal>| -> Result<Vec<ArrayData>> {
+        let l = prepare(m, "reduce.pass", args, None)?;
+        run_arrays(dev, &l)
+    };
+    let map_args = |xs: Vec<ArgVal>, base: usize, seg: usize| {
+        let mut a = xs;
+        a.push(ArgVal::Uniform(Const::scalar(ScalarType::I64, base as u64)));
+        a.push(ArgVal::Uniform(Const::scalar(ScalarType::I64, seg as u64)));
+        a
+    };
+    let plain = Arc::new(pass_program(c, None, FANIN)?);
+    loop {
+        let len = cur[0].len();
+        if len <= FANIN {
+            break;
+        }
+        let (seg, rest) = (len / FANIN, len % FANIN);
+        let mut args = Vec::new();
+        for j in 0..FANIN {
+            for a in &cur {
+                args.push(ArgVal::Array(view(a, j * seg, seg)));
+            }
+        }
+        let next = if mapped {
+            run_pass(&plain, args)?
+        } else {
+            run_pass(&first_prog(FANIN)?, map_args(args, 0, seg))?
+        };
+        if rest > 0 {
+            let lo = FANIN * seg;
+            let t = if mapped {
+                host_states(&cur, lo, rest)?
+            } else {
+                let tail = run_pass(
+                    &first_prog(1)?,
+                    map_args(vec![ArgVal::Array(view(&cur[0], lo, rest))], lo, 0),
+                )?;
+                host_states(&tail, 0, rest)?
+            };
+            tails.push(t);
+        }
+        cur = next;
+        mapped = true;
+    }
+    if !mapped {
+        let len = cur[0].len();
+        cur = run_pass(
+            &first_prog(1)?,
+            map_args(vec![ArgVal::Array(view(&cur[0], 0, len))], 0, 0),
+        )?;
+    }
+    let mut states = host_states(&cur, 0, cur[0].len())?;
+    for t in tails.into_iter().rev() {
+        states.extend(t);
+    }
+    Ok(Some(fold_host(c, &states)?))
+}
+
+/// A combiner applying `op` lane-wise to two values of `ty`.
+fn builtin_combiner(op: Opcode, ty: Type) -> Result<Combiner> {
+    let mut b = ProgramBuilder::new(format!("reduce.{}", op_name(op)));
+    let x = b.varying("a", ty);
+    let y = b.varying("b", ty);
+    let r = b.op(op, &[x, y]);
+    b.output("r", r);
+    let m = built(b)?;
+    let name = m.programs[0].name.clone();
+    Combiner::check(&m, &name, "built-in combiner")
+}
+
+fn op_name(op: Opcode) -> &'static str {
+    match op {
+        Opcode::Add => "sum",
+        Opcode::Mul => "product",
+        Opcode::Min => "min",
+        _ => "max",
+    }
+}
+
+fn scalar_const<T: Elem>(v: &Const) -> T {
+    T::from_lanes(|l| T::Scalar::from_bits(v.lane_bits()[l]))
+}
+
+fn builtin<const D: usize, T: Elem>(op: Opcode, a: &Array<D, T>) -> Result<Option<T>> {
+    if T::Scalar::SCALAR == ScalarType::Bool {
+        return Err(Error::argument(format!(
+            "{}: elements of type {} have no arithmetic",
+            op_name(op),
+            a.elem_type()
+        )));
+    }
+    let c = builtin_combiner(op, T::ir_type())?;
+    let r = reduce_core(&Device::current(), &c, None, &a.data)?;
+    Ok(r.map(|s| scalar_const::<T>(&s[0])))
+}
+
+/// The sum of all elements (lane-wise for vectors; 0 for an empty array) on the current
+/// device. Integers wrap; floats are added in the order of the reduction tree described in
+/// the module docs (not sequentially).
+///
+/// # Errors
+/// Elements of `bool`; a device failure.
+pub fn sum<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<T> {
+    Ok(builtin(Opcode::Add, a)?.unwrap_or_else(|| T::from_lanes(|_| T::Scalar::from_bits(0))))
+}
+
+/// The product of all elements (lane-wise; 1 for an empty array) on the current device.
+///
+/// # Errors
+/// As [`sum`].
+pub fn product<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<T> {
+    let one = Const::zero(weft_ir::Type::scalar(T::Scalar::SCALAR));
+    let one_bits =
+        weft_ir::konst::parse_lane(T::Scalar::SCALAR, false, "1").unwrap_or(one.lane_bits()[0]);
+    Ok(builtin(Opcode::Mul, a)?
+        .unwrap_or_else(|| T::from_lanes(|_| T::Scalar::from_bits(one_bits))))
+}
+
+/// The least element (lane-wise; NaN-propagating for floats, DESIGN §3) on the current
+/// device.
+///
+/// # Errors
+/// An empty array; as [`sum`].
+pub fn min<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<T> {
+    builtin(Opcode::Min, a)?.ok_or_else(|| Error::argument("min of an empty array"))
+}
+
+/// The greatest element (lane-wise; NaN-propagating for floats) on the current device.
+///
+/// # Errors
+/// An empty array; as [`sum`].
+pub fn max<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<T> {
+    builtin(Opcode::Max, a)?.ok_or_else(|| Error::argument("max of an empty array"))
+}
+
+/// The combiner of (value, index) pairs for arg_min (`less`) or arg_max: the better value
+/// wins, NaN loses to every number, ties go to the smaller index.
+fn arg_combiner(ty: Type, less: bool) -> Result<Combiner> {
+    let name = if less {
+        "reduce.arg_min"
+    } else {
+        "reduce.arg_max"
+    };
+    let mut b = ProgramBuilder::new(name);
+    let va = b.varying("va", ty);
+    let ia = b.varying("ia", Type::i64());
+    let vb = b.varying("vb", ty);
+    let ib = b.varying("ib", Type::i64());
+    let better = b.op(if less { Opcode::Lt } else { Opcode::Gt }, &[vb, va]);
+    let eq = b.op(Opcode::Eq, &[vb, va]);
+    let earlier = b.op(Opcode::Lt, &[ib, ia]);
+    let tie = if ty.elem_scalar().is_float() {
+        let a_nan = b.op(Opcode::Ne, &[va, va]);
+        let b_nan = b.op(Opcode::Ne, &[vb, vb]);
+        let b_num = b.op(Opcode::Not, &[b_nan]);
+        let a_nan_b_num = b.op(Opcode::And, &[a_nan, b_num]);
+        let both_nan = b.op(Opcode::And, &[a_nan, b_nan]);
+        let same = b.op(Opcode::Or, &[eq, both_nan]);
+        let tie = b.op(Opcode::And, &[same, earlier]);
+        b.op(Opcode::Or, &[tie, a_nan_b_num])
+    } else {
+        b.op(Opcode::And, &[eq, earlier])
+    };
+    let take_b = b.op(Opcode::Or, &[better, tie]);
+    let v = b.select(take_b, vb, va);
+    let i = b.select(take_b, ib, ia);
+    b.output("v", v);
+    b.output("i", i);
+    let m = built(b)?;
+    Combiner::check(&m, name, "built-in combiner")
+}
+
+/// The map `x, i -> (x, i)` for arg reductions.
+fn index_map(ty: Type) -> Result<MapFn> {
+    let mut b = ProgramBuilder::new("reduce.with_index");
+    let x = b.varying("x", ty);
+    let i = b.varying("i", Type::i64());
+    b.output("v", x);
+    b.output("i", i);
+    Ok(MapFn {
+        module: built(b)?,
+        name: "reduce.with_index".into(),
+        with_index: true,
+    })
+}
+
+fn arg_reduce<const D: usize, S: Scalar>(a: &Array<D, S>, less: bool) -> Result<(S, usize)> {
+    let what = if less { "arg_min" } else { "arg_max" };
+    if S::SCALAR == ScalarType::Bool {
+        return Err(Error::argument(format!(
+            "{what}: elements of type bool have no order"
+        )));
+    }
+    let ty = a.elem_type();
+    let c = arg_combiner(ty, less)?;
+    let m = index_map(ty)?;
+    let r = reduce_core(&Device::current(), &c, Some(&m), &a.data)?
+        .ok_or_else(|| Error::argument(format!("{what} of an empty array")))?;
+    Ok((
+        S::from_bits(r[0].lane_bits()[0]),
+        r[1].lane_bits()[0] as usize,
+    ))
+}
+
+/// The least element and its row-major position (the first, on ties; NaN only when every
+/// element is NaN), on the current device.
+///
+/// # Errors
+/// An empty array; elements of `bool`; a device failure.
+pub fn arg_min<const D: usize, S: Scalar>(a: &Array<D, S>) -> Result<(S, usize)> {
+    arg_reduce(a, true)
+}
+
+/// The greatest element and its row-major position (the first, on ties), on the current
+/// device.
+///
+/// # Errors
+/// As [`arg_min`].
+pub fn arg_max<const D: usize, S: Scalar>(a: &Array<D, S>) -> Result<(S, usize)> {
+    arg_reduce(a, false)
+}
+
+/// Reduces `a` with the user combiner program `module`/`name` (2 inputs, 1 output, one
+/// type; assumed associative, DESIGN §5). See [`crate::dsl::Program`] for the typed entry.
+pub(crate) fn reduce_with<const D: usize, T: Elem>(
+    module: &Module,
+    name: &str,
+    a: &Array<D, T>,
+) -> Result<T> {
+    let c = Combiner::check(module, name, "reduce")?;
+    if c.state.len() != 1 || c.state[0] != a.elem_type() {
+        return Err(Error::argument(format!(
+            "reduce: the combiner @{name} combines {}, the array holds {}",
+            list(&c.state),
+            a.elem_type()
+        )));
+    }
+    let r = reduce_core(&Device::current(), &c, None, &a.data)?
+        .ok_or_else(|| Error::argument("reduce of an empty array (a combiner has no identity)"))?;
+    Ok(scalar_const::<T>(&r[0]))
+}
+
+/// Counts the elements of `a` for which predicate program `module`/`name` (1 input of the
+/// element type, 1 bool output) is true.
+pub(crate) fn count_with<const D: usize, T: Elem>(
+    module: &Module,
+    name: &str,
+    a: &Array<D, T>,
+) -> Result<u64> {
+    let p = module
+        .get(name)
+        .ok_or_else(|| Error::argument(format!("count: no program @{name}")))?;
+    let ins: Vec<Type> = p.params.iter().map(|q| p.ty(q.value)).collect();
+    let outs: Vec<Type> = p.outputs.iter().map(|o| o.ty).collect();
+    if ins != [a.elem_type()] || outs != [Type::bool()] {
+        return Err(Error::argument(format!(
+            "count: the predicate must take one {} and give one bool; @{name} takes ({}) and \
+             gives ({})",
+            a.elem_type(),
+            list(&ins),
+            list(&outs)
+        )));
+    }
+    let mut b = ProgramBuilder::new("reduce.count_map");
+    let x = b.varying("x", a.elem_type());
+    let t = b.call(p, &[x])[0];
+    let one = b.constant(Const::scalar(ScalarType::U64, 1));
+    let zero = b.constant(Const::scalar(ScalarType::U64, 0));
+    let r = b.select(t, one, zero);
+    b.output("c", r);
+    let mut mm = built(b)?;
+    merge(&mut mm, module);
+    let map = MapFn {
+        module: mm,
+        name: "reduce.count_map".into(),
+        with_index: false,
+    };
+    let c = builtin_combiner(Opcode::Add, Type::scalar(ScalarType::U64))?;
+    let r = reduce_core(&Device::current(), &c, Some(&map), &a.data)?;
+    Ok(r.map_or(0, |s| s[0].lane_bits()[0]))
+}
+
+/// Element type of coordinates into a `d`-axis array (i32, or `<d x i32>`).
+fn coord_type(d: usize) -> Type {
+    if d == 1 {
+        Type::i32()
+    } else {
+        Type::tuple(ScalarType::I32, d as u8).expect("2 or 3")
+    }
+}
+
+impl<const D: usize, T: Elem> Array<D, T> {
+    /// Gather `B[U]` (DESIGN §5): the array of `idx`'s shape whose element `i` is this array's
+    /// element at coordinates `idx[i]` (i32, or `[i32; D]`), read with this array's boundary
+    /// mode (clamp unless set with [`Array::with_boundary`]). Runs on the current device and,
+    /// like apply, is deferred until read.
+    ///
+    /// # Errors
+    /// Coordinates of the wrong type; a device failure.
+    pub fn gather<const E: usize, I: Elem>(&self, idx: &Array<E, I>) -> Result<Array<E, T>> {
+        let ct = coord_type(D);
+        if idx.elem_type() != ct {
+            return Err(Error::argument(format!(
+                "gather: coordinates into a {D}-D array are {ct}, the index array holds {}",
+                idx.elem_type()
+            )));
+        }
+        let b0 = self.data.boundary.unwrap_or(weft_ir::Boundary::Clamp);
+        let at = Type::array(D as u8, T::ir_type(), b0)
+            .ok_or_else(|| Error::argument("gather: unsupported array type"))?;
+        let mut b = ProgramBuilder::new("gather");
+        let src = b.array("src", at);
+        let i = b.varying("i", ct);
+        let r = b.read(src, i);
+        b.output("r", r);
+        let m = Arc::new(built(b)?);
+        let l = prepare(
+            &m,
+            "gather",
+            vec![
+                ArgVal::Array(self.data.clone()),
+                ArgVal::Array(idx.data.clone()),
+            ],
+            None,
+        )?;
+        let out = crate::exec::defer(&Device::current(), l);
+        Array::from_data(out.into_iter().next().expect("one output"))
+    }
+
+    /// Scatter `A[U] = B` (DESIGN §5): for each `i`, sets this array's element at
+    /// coordinates `idx[i]` (i32, or `[i32; D]`) to `values[i]`; unaddressed elements keep
+    /// their values; of colliding writes exactly one survives (here: the last). Copies the
+    /// storage first if it is shared (by-value semantics). Runs on the host: the contents
+    /// move there if they were on a GPU.
+    ///
+    /// # Errors
+    /// `idx` and `values` of different lengths, coordinates of the wrong type, or an index
+    /// out of range (naming its position and value).
+    pub fn scatter<const E: usize, I: Elem>(
+        &mut self,
+        idx: &Array<E, I>,
+        values: &Array<E, T>,
+    ) -> Result<()> {
+        let ct = coord_type(D);
+        if idx.elem_type() != ct {
+            return Err(Error::argument(format!(
+                "scatter: coordinates into a {D}-D array are {ct}, the index array holds {}",
+                idx.elem_type()
+            )));
+        }
+        if idx.len() != values.len() {
+            return Err(Error::argument(format!(
+                "scatter: {} indices but {} values",
+                idx.len(),
+                values.len()
+            )));
+        }
+        let ih = idx.data.to_host_buffer()?;
+        let vh = values.data.to_host_buffer()?;
+        let shape = self.data.shape.clone();
+        let strides = crate::array::row_major(&shape);
+        let mut targets = Vec::with_capacity(ih.len());
+        for e in 0..ih.len() {
+            let mut pos = 0usize;
+            for (k, (&dim, &st)) in shape.iter().zip(&strides).enumerate() {
+                let c = ih.bits(e, k) as u32 as i32;
+                if c < 0 || c as usize >= dim {
+                    let coords: Vec<i32> = (0..D).map(|k| ih.bits(e, k) as u32 as i32).collect();
+                    return Err(Error::argument(format!(
+                        "scatter: index {e} is {coords:?}, outside the array's shape {shape:?}"
+                    )));
+                }
+                pos += c as usize * st;
+            }
+            targets.push(pos);
+        }
+        let mut h = self.unique_host()?;
+        let off = self.data.offset;
+        for (e, &pos) in targets.iter().enumerate() {
+            for l in 0..T::LANES {
+                h.set_bits(off + pos, l, vh.bits(e, l));
+            }
+        }
+        let b = self.data.boundary;
+        self.data = ArrayData::stored(crate::array::Storage::from_host(h), shape);
+        self.data.boundary = b;
+        Ok(())
+    }
+}

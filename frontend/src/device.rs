@@ -1,0 +1,146 @@
+//! Devices the library runs programs on (DESIGN §5): the reference interpreter, the CPU with
+//! Cranelift (the default) or LLVM, and CUDA GPUs; and the per-thread current device.
+
+use crate::error::{Error, Result};
+use std::cell::RefCell;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+use weft_runtime::{CpuDevice, CudaDevice, HostCompiler};
+
+/// Where programs run. Cheap to clone; clones share the kernel cache. Pick one per thread
+/// with [`Device::scope`] (the default is [`Device::cpu`]), or pass it to the `_on` variants
+/// of apply and the collectives.
+#[derive(Clone)]
+pub struct Device(pub(crate) Arc<Kind>);
+
+pub(crate) enum Kind {
+    /// The reference interpreter (DESIGN §3): slow, the definition of the results.
+    Interp,
+    /// The CPU, compiling with Cranelift or LLVM.
+    Cpu(CpuDevice, &'static str),
+    /// An NVIDIA GPU through the CUDA driver.
+    Cuda(CudaDevice),
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Device>> = const { RefCell::new(None) };
+}
+
+impl Device {
+    /// The CPU with Cranelift-compiled SIMD code: the default device. One shared instance
+    /// per process (so its kernel cache is shared).
+    pub fn cpu() -> Device {
+        static CPU: OnceLock<Device> = OnceLock::new();
+        CPU.get_or_init(|| Device(Arc::new(Kind::Cpu(CpuDevice::new(), "cpu (cranelift)"))))
+            .clone()
+    }
+
+    /// The CPU with LLVM-compiled code (ORC JIT, the host's widest vectors). One shared
+    /// instance per process.
+    pub fn cpu_llvm() -> Device {
+        static CPU: OnceLock<Device> = OnceLock::new();
+        CPU.get_or_init(|| {
+            let c = CpuDevice::with_compiler(HostCompiler::Llvm(Default::default()));
+            Device(Arc::new(Kind::Cpu(c, "cpu (llvm)")))
+        })
+        .clone()
+    }
+
+    /// The reference interpreter as a device: every result is the definition of what the
+    /// compiled devices must compute (DESIGN §3, §6).
+    pub fn interp() -> Device {
+        static I: OnceLock<Device> = OnceLock::new();
+        I.get_or_init(|| Device(Arc::new(Kind::Interp))).clone()
+    }
+
+    /// CUDA GPU number `ordinal` (driver order). Opening the same ordinal twice gives two
+    /// devices sharing the GPU's primary context.
+    ///
+    /// # Errors
+    /// [`Error::Runtime`] when no driver is installed (a clear message, never a panic), or
+    /// there is no such GPU.
+    pub fn cuda(ordinal: usize) -> Result<Device> {
+        let d = CudaDevice::new(ordinal).map_err(|e| Error::Runtime(e.into()))?;
+        Ok(Device(Arc::new(Kind::Cuda(d))))
+    }
+
+    /// A device by name: `interp`, `cpu` or `cranelift`, `llvm`, `cuda` or `cuda:N`.
+    ///
+    /// # Errors
+    /// An unknown name, or as [`Device::cuda`].
+    pub fn by_name(name: &str) -> Result<Device> {
+        match name {
+            "interp" => Ok(Device::interp()),
+            "cpu" | "cranelift" => Ok(Device::cpu()),
+            "llvm" => Ok(Device::cpu_llvm()),
+            "cuda" => Device::cuda(0),
+            _ => match name.strip_prefix("cuda:").map(str::parse) {
+                Some(Ok(n)) => Device::cuda(n),
+                _ => Err(Error::argument(format!(
+                    "unknown device `{name}` (expected interp, cpu, llvm, cuda or cuda:N)"
+                ))),
+            },
+        }
+    }
+
+    /// The current thread's device: the innermost [`Device::scope`], else [`Device::cpu`].
+    pub fn current() -> Device {
+        CURRENT
+            .with(|c| c.borrow().clone())
+            .unwrap_or_else(Device::cpu)
+    }
+
+    /// Runs `f` with `self` as the current device of this thread, restoring the previous
+    /// one afterwards (also when `f` panics).
+    pub fn scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Restore(Option<Device>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let prev = self.0.take();
+                CURRENT.with(|c| *c.borrow_mut() = prev);
+            }
+        }
+        let prev = CURRENT.with(|c| c.borrow_mut().replace(self.clone()));
+        let _restore = Restore(prev);
+        f()
+    }
+
+    /// A short description (`cpu (cranelift)`, `interp`, the GPU's name).
+    pub fn name(&self) -> String {
+        match &*self.0 {
+            Kind::Interp => "interp".into(),
+            Kind::Cpu(_, n) => (*n).into(),
+            Kind::Cuda(d) => format!("cuda:{} ({})", d.info().ordinal, d.info().name),
+        }
+    }
+
+    /// True for a CUDA device.
+    pub fn is_cuda(&self) -> bool {
+        matches!(&*self.0, Kind::Cuda(_))
+    }
+
+    /// The CUDA device, if this is one (for its configuration and transfer counters).
+    pub fn as_cuda(&self) -> Option<&CudaDevice> {
+        match &*self.0 {
+            Kind::Cuda(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// Identity of the underlying device (two clones are the same device).
+    pub(crate) fn same(&self, other: &Device) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Device({})", self.name())
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}

@@ -1,0 +1,255 @@
+//! Running one program of a module over arrays on a device (DESIGN §5): virtual `grid`
+//! inputs become the `index` builtin, arrays' boundary modes override the program's, views
+//! become contiguous, and the launch runs on the interpreter, the CPU or a GPU over the
+//! arrays' own storage (no copies on the CPU; uploads only of what the GPU lacks).
+
+use crate::array::{ArrayData, Resident, Source, Storage};
+use crate::device::{Device, Kind};
+use crate::error::{Error, Result};
+use std::sync::Arc;
+use weft_ir::launch::{plan_program_launch_desc, ArgDesc};
+use weft_ir::program::{Imm, ValueDef};
+use weft_ir::{Const, Module, Opcode, ParamKind, Type};
+use weft_runtime::{BufArg, CudaArg, HostBuffer};
+
+/// One argument of a launch: an array (for a varying or array parameter) or a value.
+#[derive(Clone)]
+pub(crate) enum ArgVal {
+    Array(ArrayData),
+    Uniform(Const),
+}
+
+impl ArgVal {
+    fn desc(&self) -> ArgDesc<'_> {
+        match self {
+            ArgVal::Array(a) => ArgDesc::Array {
+                elem: a.elem,
+                shape: &a.shape,
+            },
+            ArgVal::Uniform(c) => ArgDesc::Uniform(*c),
+        }
+    }
+}
+
+/// A launch ready to run: the (possibly rewritten) module, its arguments, the launch shape.
+pub(crate) struct Prepared {
+    pub(crate) module: Arc<Module>,
+    pub(crate) name: String,
+    pub(crate) args: Vec<ArgVal>,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) outputs: Vec<Type>,
+}
+
+/// Checks `args` against program `name` of `m` and rewrites the module for grid inputs and
+/// boundary overrides. Errors name the argument.
+pub(crate) fn prepare(
+    m: &Arc<Module>,
+    name: &str,
+    args: Vec<ArgVal>,
+    shape: Option<&[usize]>,
+) -> Result<Prepared> {
+    let p = m
+        .get(name)
+        .ok_or_else(|| Error::argument(format!("no program @{name} in the module")))?;
+    if args.len() != p.params.len() {
+        return Err(Error::argument(format!(
+            "@{name} takes {} inputs, {} were given",
+            p.params.len(),
+            args.len()
+        )));
+    }
+    let mut module: Option<Module> = None;
+    let mut args = args;
+    let mut grid_shape: Option<Vec<usize>> = None;
+    // Boundary overrides (an array's mode wins over the program's declaration).
+    for (i, a) in args.iter().enumerate() {
+        let ArgVal::Array(d) = a else { continue };
+        let Some(b) = d.boundary else { continue };
+        let mm = module.get_or_insert_with(|| (**m).clone());
+        let pi = mm.position(name).expect("found above");
+        let pr = &mut mm.programs[pi];
+        let par = pr.params[i];
+        if par.kind != ParamKind::Array {
+            continue;
+        }
+        if let Some((dims, elem, old)) = pr.ty(par.value).array_parts() {
+            if old != b {
+                let t = Type::array(dims, elem, b)
+                    .ok_or_else(|| Error::argument(format!("input {i}: bad boundary mode")))?;
+                pr.value_mut(par.value).ty = t;
+            }
+        }
+    }
+    // Grid inputs of varying parameters become `index`; of array parameters, real arrays.
+    let mut i = 0;
+    while i < args.len() {
+        let is_grid = matches!(&args[i], ArgVal::Array(d) if matches!(d.source, Source::Grid));
+        if !is_grid {
+            i += 1;
+            continue;
+        }
+        let ArgVal::Array(d) = &args[i] else {
+            unreachable!()
+        };
+        let mm = module.get_or_insert_with(|| (**m).clone());
+        let pi = mm.position(name).expect("found above");
+        let pr = &mut mm.programs[pi];
+        let par = pr.params[i];
+        if par.kind != ParamKind::Varying {
+            let h = d.to_host_buffer()?;
+            let mut nd = ArrayData::stored(Storage::from_host(h), d.shape.clone());
+            nd.boundary = d.boundary;
+            args[i] = ArgVal::Array(nd);
+            i += 1;
+            continue;
+        }
+        let ty = pr.ty(par.value);
+        if ty != d.elem {
+            return Err(Error::argument(format!(
+                "input {i} `{}` of @{name}: expects elements of type {ty}, got a grid of {}",
+                pr.param_name(i),
+                d.elem
+            )));
+        }
+        if grid_shape.as_ref().is_some_and(|s| *s != d.shape) {
+            return Err(Error::argument(format!(
+                "input {i} `{}` of @{name}: grid shape {:?} differs from another grid's {:?}",
+                pr.param_name(i),
+                d.shape,
+                grid_shape.as_ref().expect("checked")
+            )));
+        }
+        grid_shape = Some(d.shape.clone());
+        let v = par.value;
+        let op = pr.new_op_with_results(Opcode::Index, vec![], Imm::None, vec![v], vec![]);
+        let body = pr.body;
+        pr.region_mut(body).ops.insert(0, op);
+        weft_ir::passes::util::remove_param(pr, i);
+        debug_assert!(matches!(pr.value(v).def, ValueDef::Result(..)));
+        args.remove(i);
+    }
+    let module = module.map_or_else(|| m.clone(), Arc::new);
+    let mut args = args;
+    for a in &mut args {
+        if let ArgVal::Array(d) = a {
+            *d = d.contiguous_view()?;
+        }
+    }
+    let shape = shape.map(<[usize]>::to_vec).or(grid_shape);
+    let descs: Vec<ArgDesc> = args.iter().map(ArgVal::desc).collect();
+    let (p, launch, _) = plan_program_launch_desc(&module, name, &descs, shape.as_deref())
+        .map_err(|e| Error::argument(e.to_string()))?;
+    let outputs = p.outputs.iter().map(|o| o.ty).collect();
+    Ok(Prepared {
+        name: name.to_string(),
+        module,
+        args,
+        shape: launch,
+        outputs,
+    })
+}
+
+fn stored(d: &ArrayData) -> &Arc<Storage> {
+    match &d.source {
+        Source::Stored(s) => s,
+        Source::Grid => unreachable!("grids are rewritten by `prepare`"),
+    }
+}
+
+/// Runs a prepared launch on `dev` now; the outputs live where `dev` runs.
+pub(crate) fn run(dev: &Device, l: &Prepared) -> Result<Vec<Resident>> {
+    let shape = Some(l.shape.as_slice());
+    match &*dev.0 {
+        Kind::Interp => {
+            let ins = l
+                .args
+                .iter()
+                .map(|a| match a {
+                    ArgVal::Array(d) => {
+                        Ok(weft_ir::interp::Input::Array(Arc::new(d.to_host_array()?)))
+                    }
+                    ArgVal::Uniform(c) => Ok(weft_ir::interp::Input::Uniform(*c)),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let outs = weft_ir::Interpreter::new(&l.module).apply(&l.name, &ins, shape)?;
+            Ok(outs
+                .iter()
+                .map(|o| Resident::Host(HostBuffer::from_host_array(o)))
+                .collect())
+        }
+        Kind::Cpu(cpu, _) => {
+            let hosts = l
+                .args
+                .iter()
+                .map(|a| match a {
+                    ArgVal::Array(d) => stored(d).host().map(Some),
+                    ArgVal::Uniform(_) => Ok(None),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let bargs: Vec<BufArg> = l
+                .args
+                .iter()
+                .zip(&hosts)
+                .map(|(a, h)| match (a, h) {
+                    (ArgVal::Array(d), Some(h)) => BufArg::Array {
+                        buf: h,
+                        offset: d.offset,
+                        shape: &d.shape,
+                    },
+                    (ArgVal::Uniform(c), _) => BufArg::Uniform(*c),
+                    (ArgVal::Array(_), None) => unreachable!("host copy made above"),
+                })
+                .collect();
+            let outs = cpu.apply_buffers(&l.module, &l.name, &bargs, shape)?;
+            Ok(outs.into_iter().map(Resident::Host).collect())
+        }
+        Kind::Cuda(gpu) => {
+            let bufs = l
+                .args
+                .iter()
+                .map(|a| match a {
+                    ArgVal::Array(d) => stored(d).cuda(gpu).map(Some),
+                    ArgVal::Uniform(_) => Ok(None),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let cargs: Vec<CudaArg> = l
+                .args
+                .iter()
+                .zip(&bufs)
+                .map(|(a, b)| match (a, b) {
+                    (ArgVal::Array(d), Some(b)) => CudaArg::Array {
+                        buf: b,
+                        offset: d.offset,
+                        shape: &d.shape,
+                    },
+                    (ArgVal::Uniform(c), _) => CudaArg::Uniform(*c),
+                    (ArgVal::Array(_), None) => unreachable!("device copy made above"),
+                })
+                .collect();
+            let outs = gpu.apply_buffers(&l.module, &l.name, &cargs, shape)?;
+            Ok(outs.into_iter().map(Resident::Cuda).collect())
+        }
+    }
+}
+
+/// Runs a prepared launch now and returns its outputs as arrays of the launch shape.
+pub(crate) fn run_arrays(dev: &Device, l: &Prepared) -> Result<Vec<ArrayData>> {
+    Ok(run(dev, l)?
+        .into_iter()
+        .map(|r| ArrayData::stored(Storage::from_resident(r), l.shape.clone()))
+        .collect())
+}
+
+/// Queues a prepared launch: its outputs are arrays whose contents are computed on `dev`
+/// when first read (deferred execution). The inputs are held (by value) until then.
+pub(crate) fn defer(dev: &Device, l: Prepared) -> Vec<ArrayData> {
+    let n = l.shape.iter().product();
+    let shape = l.shape.clone();
+    let elems = l.outputs.clone();
+    let dev = dev.clone();
+    let job: crate::array::Job = Box::new(move || run(&dev, &l));
+    crate::array::Pending::outputs(job, &elems, n)
+        .into_iter()
+        .map(|s| ArrayData::stored(s, shape.clone()))
+        .collect()
+}
