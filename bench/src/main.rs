@@ -16,6 +16,7 @@ use weft_ir::{Const, Type};
 use weft_runtime::{CpuDevice, HostCompiler};
 
 mod algebra;
+mod reduce;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -163,6 +164,10 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("algebra") {
         algebra_main();
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("reduce") {
+        reduce_main();
         return;
     }
     if args.get(1).map(String::as_str) == Some("gpu") {
@@ -451,7 +456,11 @@ fn main() {
     md.push_str(&format!("Machine: {cpu}, {threads} threads (weft's rayon pool and OpenMP both use all of them).\n\n"));
     table(&mut md, "weft", &rows, &notes);
     print!("{md}");
-    for part in ["docs/performance-algebra.md", "docs/performance-notes.md"] {
+    for part in [
+        "docs/performance-algebra.md",
+        "docs/performance-reduce.md",
+        "docs/performance-notes.md",
+    ] {
         let extra = std::fs::read_to_string(root().join(part)).unwrap_or_default();
         if !extra.is_empty() {
             md.push('\n');
@@ -475,5 +484,26 @@ fn algebra_main() {
     table(&mut md, "weft (algebra result)", &rows, &notes);
     print!("{md}");
     std::fs::write(root().join("docs/performance-algebra.md"), md)
+        .unwrap_or_else(|e| fail(e.to_string()));
+}
+
+/// `weft-bench reduce`: the reduction rows (issue 6), written to docs/performance-reduce.md,
+/// which the full run appends to docs/performance.md. GPU rows come from `weft-bench gpu`.
+fn reduce_main() {
+    let mut rows = Vec::new();
+    reduce::cpu_rows(&mut rows);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut md = String::from("## Reductions (DESIGN §5 collectives)\n\n");
+    md.push_str("Written by `cargo run --release -p weft-bench -- reduce`; ");
+    md.push_str(&format!(
+        "{threads} threads. `weft::sum` on an array already on the host,\n"
+    ));
+    md.push_str(
+        "timed as a whole call (the passes of the reduction tree, the host-side final fold);\n",
+    );
+    md.push_str("bandwidth is bytes read / time. Devices and the triad alternate over 5 rounds; medians.\n\n");
+    table(&mut md, "weft", &rows, &[]);
+    print!("{md}");
+    std::fs::write(root().join("docs/performance-reduce.md"), md)
         .unwrap_or_else(|e| fail(e.to_string()));
 }

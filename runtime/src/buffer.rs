@@ -2,6 +2,7 @@
 //! library's arrays live in on the CPU, handed to kernels without copying.
 
 use crate::planes::{from_storage, scalar_lanes, to_storage};
+use std::sync::Mutex;
 use weft_ir::abi::{storage_bytes, PAD};
 use weft_ir::interp::HostArray;
 use weft_ir::{Const, Type};
@@ -11,7 +12,7 @@ use weft_ir::{Const, Type};
 /// 64-bit ones. Each plane holds [`HostBuffer::stride`] elements: at least `len + PAD`, so a
 /// kernel may read whole blocks past the end of any element range inside the buffer.
 /// Planes start 64-byte aligned relative to each other; the contents past `len` are zero.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct HostBuffer {
     elem: Type,
     len: usize,
@@ -19,18 +20,90 @@ pub struct HostBuffer {
     words: Vec<u64>,
 }
 
+impl Clone for HostBuffer {
+    fn clone(&self) -> HostBuffer {
+        let mut words = pool_take(self.words.len()).unwrap_or_default();
+        words.clear();
+        words.extend_from_slice(&self.words);
+        HostBuffer {
+            elem: self.elem,
+            len: self.len,
+            stride: self.stride,
+            words,
+        }
+    }
+}
+
+impl Drop for HostBuffer {
+    fn drop(&mut self) {
+        pool_give(std::mem::take(&mut self.words));
+    }
+}
+
+/// Large allocations kept for reuse: fresh memory from the OS costs a page fault per 4 KiB
+/// on first touch, which for a reduction's partial results cost more than the kernel.
+/// Buffers of at least [`POOL_MIN_WORDS`] words are kept (at most [`POOL_MAX_BYTES`] in
+/// all) and handed out again for the same size.
+static POOL: Mutex<Vec<Vec<u64>>> = Mutex::new(Vec::new());
+/// Smallest allocation worth pooling (words).
+const POOL_MIN_WORDS: usize = 1 << 15;
+/// Most memory the pool holds.
+const POOL_MAX_BYTES: usize = 1 << 30;
+
+fn pool_lock() -> std::sync::MutexGuard<'static, Vec<Vec<u64>>> {
+    POOL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A pooled vector of exactly `words` initialised words (stale contents), if one is free.
+fn pool_take(words: usize) -> Option<Vec<u64>> {
+    if words < POOL_MIN_WORDS {
+        return None;
+    }
+    let mut p = pool_lock();
+    let i = p.iter().position(|v| v.len() == words)?;
+    Some(p.swap_remove(i))
+}
+
+fn pool_give(v: Vec<u64>) {
+    if v.len() < POOL_MIN_WORDS {
+        return;
+    }
+    let mut p = pool_lock();
+    let held: usize = p.iter().map(|v| v.len() * 8).sum();
+    if held + v.len() * 8 > POOL_MAX_BYTES {
+        if let Some(i) = (0..p.len()).min_by_key(|&i| p[i].len()) {
+            p.swap_remove(i);
+        }
+        return;
+    }
+    p.push(v);
+}
+
 impl HostBuffer {
     /// A zeroed buffer of `len` elements of `elem` (a scalar or tuple type).
     pub fn zeroed(elem: Type, len: usize) -> HostBuffer {
+        let mut b = HostBuffer::for_output(elem, len);
+        if b.words.len() >= POOL_MIN_WORDS {
+            b.words.fill(0);
+        }
+        b
+    }
+
+    /// A buffer of `len` elements of `elem` whose elements are about to be overwritten (a
+    /// kernel's output): the contents are unspecified (but initialised) values and the
+    /// padding past `len` is zero. Reuses a pooled allocation when one fits.
+    pub fn for_output(elem: Type, len: usize) -> HostBuffer {
         let (s, nl) = scalar_lanes(elem);
         let stride = (len + PAD).div_ceil(PAD) * PAD;
-        let bytes = stride * storage_bytes(s) * nl;
-        HostBuffer {
+        let words = (stride * storage_bytes(s) * nl).div_ceil(8);
+        let mut b = HostBuffer {
             elem,
             len,
             stride,
-            words: vec![0u64; bytes.div_ceil(8)],
-        }
+            words: pool_take(words).unwrap_or_else(|| vec![0u64; words]),
+        };
+        b.zero_padding();
+        b
     }
 
     /// The buffer holding `a`'s elements in row-major order.

@@ -302,7 +302,7 @@ impl CpuDevice {
         let mut outs: Vec<HostBuffer> = p
             .outputs
             .iter()
-            .map(|o| HostBuffer::zeroed(o.ty, n))
+            .map(|o| HostBuffer::for_output(o.ty, n))
             .collect();
         for (k, o) in outs.iter_mut().enumerate() {
             for l in 0..o.lanes() {
