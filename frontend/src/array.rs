@@ -16,7 +16,6 @@ use weft_runtime::{CudaBuffer, HostBuffer};
 /// launch not yet run (deferred execution).
 pub(crate) struct Storage {
     pub(crate) elem: Type,
-    pub(crate) len: usize,
     state: Mutex<State>,
 }
 
@@ -57,7 +56,7 @@ pub(crate) enum Resident {
 
 impl Pending {
     /// Output storages of `elems`/`len` whose contents `job` computes when first read.
-    pub(crate) fn outputs(job: Job, elems: &[Type], len: usize) -> Vec<Arc<Storage>> {
+    pub(crate) fn outputs(job: Job, elems: &[Type]) -> Vec<Arc<Storage>> {
         let p = Arc::new(Pending {
             job: Mutex::new(Some(job)),
             outs: Mutex::new(Vec::new()),
@@ -69,7 +68,6 @@ impl Pending {
             .map(|(i, &elem)| {
                 Arc::new(Storage {
                     elem,
-                    len,
                     state: Mutex::new(State {
                         pending: Some((p.clone(), i)),
                         ..State::default()
@@ -113,7 +111,6 @@ impl Storage {
     pub(crate) fn from_host(h: HostBuffer) -> Arc<Storage> {
         Arc::new(Storage {
             elem: h.elem(),
-            len: h.len(),
             state: Mutex::new(State {
                 host: Some(Arc::new(h)),
                 ..State::default()
@@ -126,7 +123,6 @@ impl Storage {
             Resident::Host(h) => Storage::from_host(h),
             Resident::Cuda(c) => Arc::new(Storage {
                 elem: c.elem(),
-                len: c.len(),
                 state: Mutex::new(State {
                     cuda: vec![c],
                     ..State::default()

@@ -60,7 +60,7 @@ impl Combiner {
             )));
         }
         Ok(Combiner {
-            module: module.clone(),
+            module: inlined(module, name)?,
             name: name.to_string(),
             state: outs,
         })
@@ -84,6 +84,16 @@ struct MapFn {
     module: Module,
     name: String,
     with_index: bool,
+}
+
+/// Program `name` of `m` alone, with every call inlined (generated programs call it, and
+/// the builder only adds the programs called directly).
+fn inlined(m: &Module, name: &str) -> Result<Module> {
+    let mut m = m.clone();
+    weft_ir::passes::run_pipeline(&mut m, "inline")
+        .map_err(|e| Error::Invalid(format!("inlining @{name}: {e}")))?;
+    m.programs.retain(|p| p.name == name);
+    Ok(m)
 }
 
 /// Appends `extra`'s programs missing from `m`.
@@ -501,6 +511,8 @@ pub(crate) fn count_with<const D: usize, T: Elem>(
             list(&outs)
         )));
     }
+    let pm = inlined(module, name)?;
+    let p = pm.get(name).expect("kept by inlined");
     let mut b = ProgramBuilder::new("reduce.count_map");
     let x = b.varying("x", a.elem_type());
     let t = b.call(p, &[x])[0];
@@ -508,10 +520,9 @@ pub(crate) fn count_with<const D: usize, T: Elem>(
     let zero = b.constant(Const::scalar(ScalarType::U64, 0));
     let r = b.select(t, one, zero);
     b.output("c", r);
-    let mut mm = built(b)?;
-    merge(&mut mm, module);
+    let mm = built(b)?;
     let map = MapFn {
-        module: mm,
+        module: inlined(&mm, "reduce.count_map")?,
         name: "reduce.count_map".into(),
         with_index: false,
     };

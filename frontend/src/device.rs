@@ -126,11 +126,6 @@ impl Device {
             _ => None,
         }
     }
-
-    /// Identity of the underlying device (two clones are the same device).
-    pub(crate) fn same(&self, other: &Device) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
 }
 
 impl fmt::Debug for Device {

@@ -243,12 +243,11 @@ pub(crate) fn run_arrays(dev: &Device, l: &Prepared) -> Result<Vec<ArrayData>> {
 /// Queues a prepared launch: its outputs are arrays whose contents are computed on `dev`
 /// when first read (deferred execution). The inputs are held (by value) until then.
 pub(crate) fn defer(dev: &Device, l: Prepared) -> Vec<ArrayData> {
-    let n = l.shape.iter().product();
     let shape = l.shape.clone();
     let elems = l.outputs.clone();
     let dev = dev.clone();
     let job: crate::array::Job = Box::new(move || run(&dev, &l));
-    crate::array::Pending::outputs(job, &elems, n)
+    crate::array::Pending::outputs(job, &elems)
         .into_iter()
         .map(|s| ArrayData::stored(s, shape.clone()))
         .collect()

@@ -1,7 +1,7 @@
-//! weft: a data-parallel JIT in the RapidMind / Sh model. This crate is the public library
-//! (the recording DSL, arrays, apply, collectives, re-exports of the IR, npy I/O) and the
-//! `weft` CLI's implementation.
+//! weft: the public library (recording DSL, arrays, apply, collectives) and the `weft` CLI.
+#![doc = include_str!("tutorial.md")]
 
+mod apply;
 pub mod array;
 pub mod cli;
 pub mod collective;
@@ -12,6 +12,7 @@ mod exec;
 pub mod npy;
 pub mod scalar;
 
+pub use apply::{count, reduce, Arg, Args, Bundle, Outputs};
 pub use array::{grid1, grid2, grid3, Array, Residency};
 pub use collective::{arg_max, arg_min, max, min, product, sum};
 pub use device::Device;

@@ -558,6 +558,49 @@ impl<'m> Interpreter<'m> {
     }
 }
 
+/// Evaluates one pure op on constants with the interpreter's lane semantics (DESIGN §3):
+/// the DSL's immediate mode, where operations outside recording compute at once.
+///
+/// `lanes` is the lane list of `extract`, `insert` and `swizzle` (empty otherwise);
+/// `declared` is the result type that `cast` and `bitcast` need (`None` otherwise). Math
+/// functions give the bits of their expansion, as everywhere else.
+///
+/// Errors (messages): an op that is not pure on scalars and tuples (`const`, control ops,
+/// `call`, `read`, `extent`, `index`, `shape`), or operands that break the op's type rule.
+pub fn eval_op(
+    opcode: Opcode,
+    lanes: &[u8],
+    declared: Option<Type>,
+    args: &[Const],
+) -> Result<Const, String> {
+    use crate::opcode::Family;
+    let family = opcode.info().family;
+    if matches!(
+        family,
+        Family::Constant | Family::Array | Family::Builtin | Family::Call | Family::Control
+    ) {
+        return Err(format!(
+            "`{}` is not a pure op on values",
+            opcode.mnemonic()
+        ));
+    }
+    let tys: Vec<Type> = args.iter().map(|c| c.ty).collect();
+    let rty = crate::opcode::infer(opcode, &tys, lanes, declared)?;
+    let d = crate::OpData {
+        opcode,
+        args: (0..args.len() as u32).map(crate::Value).collect(),
+        imm: if lanes.is_empty() {
+            Imm::None
+        } else {
+            Imm::Lanes(lanes.to_vec())
+        },
+        results: Vec::new(),
+        regions: Vec::new(),
+    };
+    let out = pure(&d, &|i| args[i].lanes, &|i| args[i].ty, rty);
+    Ok(Const::from_lanes(rty, &out[..lanes_of(rty)]))
+}
+
 /// A pure op on scalars/tuples (not a control op, call, `read`, `extent`, `index`, `shape`
 /// or a math function, which the interpreter runs expanded): its result lanes from its
 /// operands' lanes and types. Constant folding evaluates with it too.

@@ -9,5 +9,7 @@ mod cli;
 mod cpu;
 mod cuda;
 mod differential;
+mod dsl;
+mod examples;
 mod filetests;
 mod fuzz_parser;

@@ -1,0 +1,50 @@
+//! MC#'s `vecadd` (the first GPU method of the MC# papers): `c[i] = a[i] + b[i]` over `n`
+//! floats, recorded as a weft program and applied on a device.
+//!
+//! `cargo run --release -p weft --example vecadd [DEVICE] [N]` (DEVICE: cpu, llvm, cuda, interp).
+
+use weft::dsl::{In, Out, Program, Value1f};
+use weft::{Array, Device, Result};
+
+/// `c = a + b` for `a[i] = i`, `b[i] = 2·i mod 7` over `n` elements on `dev`.
+pub fn vecadd(dev: &Device, n: usize) -> Result<Vec<f32>> {
+    let p = Program::record(|| {
+        let a = In::<Value1f>::named("a");
+        let b = In::<Value1f>::named("b");
+        Out::named("c", a + b);
+    })?;
+    let a = Array::from_fn([n], |i| i as f32)?;
+    let b = Array::from_fn([n], |i| (2 * i % 7) as f32)?;
+    let c: Array<1, f32> = p.apply_on(dev, (&a, &b))?;
+    c.to_vec()
+}
+
+#[allow(dead_code)]
+fn main() {
+    let dev = weft_example_device();
+    let n = std::env::args()
+        .nth(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1 << 20);
+    match vecadd(&dev, n) {
+        Ok(c) => println!(
+            "vecadd on {dev}: n = {n}, c[0..4] = {:?}, c[n-1] = {}",
+            &c[..4.min(n)],
+            c[n - 1]
+        ),
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// The device named by the first command-line argument (default: the CPU).
+#[allow(dead_code)]
+fn weft_example_device() -> Device {
+    let name = std::env::args().nth(1).unwrap_or_else(|| "cpu".into());
+    Device::by_name(&name).unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(1)
+    })
+}

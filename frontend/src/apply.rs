@@ -1,0 +1,270 @@
+//! Applying recorded programs over arrays (DESIGN §5; RapidMind's `a = p(b, c)`):
+//! arguments, typed results (an `Array`, a tuple of arrays, or a `Bundle`), deferred
+//! execution, and the collectives that take user programs (`reduce`, `count`).
+
+use crate::array::{Array, ArrayData};
+use crate::collective;
+use crate::device::Device;
+use crate::dsl::Program;
+use crate::error::{Error, Result};
+use crate::exec::{defer, prepare, ArgVal};
+use crate::scalar::{Elem, Scalar};
+use std::sync::Arc;
+use weft_ir::Const;
+
+/// One argument of [`Program::apply`]: an array (for a varying or an array input) or one
+/// value (for an open uniform input). Made with `From`: `&Array<D, T>`, any [`Scalar`],
+/// or a [`Const`].
+#[derive(Clone)]
+pub struct Arg(pub(crate) ArgVal);
+
+impl<const D: usize, T: Elem> From<&Array<D, T>> for Arg {
+    fn from(a: &Array<D, T>) -> Arg {
+        Arg(ArgVal::Array(a.data.clone()))
+    }
+}
+
+impl<S: Scalar> From<S> for Arg {
+    fn from(s: S) -> Arg {
+        Arg(ArgVal::Uniform(s.to_const()))
+    }
+}
+
+impl From<Const> for Arg {
+    fn from(c: Const) -> Arg {
+        Arg(ArgVal::Uniform(c))
+    }
+}
+
+/// The arguments of an apply: one [`Arg`]-convertible value, a tuple of up to 6, or a
+/// `Vec<Arg>`, in the order of the program's open inputs ([`Program::open_inputs`]).
+pub trait Args {
+    /// The arguments in order.
+    fn into_args(self) -> Vec<Arg>;
+}
+
+impl<A: Into<Arg>> Args for A {
+    fn into_args(self) -> Vec<Arg> {
+        vec![self.into()]
+    }
+}
+
+impl Args for Vec<Arg> {
+    fn into_args(self) -> Vec<Arg> {
+        self
+    }
+}
+
+impl Args for () {
+    fn into_args(self) -> Vec<Arg> {
+        Vec::new()
+    }
+}
+
+macro_rules! tuple_args {
+    ($($t:ident),*) => {
+        impl<$($t: Into<Arg>),*> Args for ($($t,)*) {
+            #[allow(non_snake_case)]
+            fn into_args(self) -> Vec<Arg> {
+                let ($($t,)*) = self;
+                vec![$($t.into()),*]
+            }
+        }
+    };
+}
+tuple_args!(A, B);
+tuple_args!(A, B, C);
+tuple_args!(A, B, C, D);
+tuple_args!(A, B, C, D, E);
+tuple_args!(A, B, C, D, E, F);
+
+/// The outputs of an apply, untyped: RapidMind's bundle of results. Take them out typed
+/// with [`Bundle::get`].
+#[derive(Clone)]
+pub struct Bundle {
+    outs: Vec<ArrayData>,
+}
+
+impl Bundle {
+    /// Number of outputs.
+    pub fn len(&self) -> usize {
+        self.outs.len()
+    }
+
+    /// True for a program with no output.
+    pub fn is_empty(&self) -> bool {
+        self.outs.is_empty()
+    }
+
+    /// Output `i` as an array of `D` axes of `T`.
+    ///
+    /// # Errors
+    /// No output `i`, or a different element type or number of axes.
+    pub fn get<const D: usize, T: Elem>(&self, i: usize) -> Result<Array<D, T>> {
+        let d = self.outs.get(i).ok_or_else(|| {
+            Error::argument(format!("output {i} of a bundle of {}", self.outs.len()))
+        })?;
+        Array::from_data(d.clone()).map_err(|e| Error::argument(format!("output {i}: {e}")))
+    }
+}
+
+/// What [`Program::apply`] can return: an [`Array`] (a program with one output), a tuple
+/// of arrays (one per output, in order), or a [`Bundle`].
+pub trait Outputs: Sized {
+    /// Takes the outputs of an apply; errors name the output whose type differs.
+    fn from_bundle(outs: Bundle) -> Result<Self>;
+}
+
+impl<const D: usize, T: Elem> Outputs for Array<D, T> {
+    fn from_bundle(b: Bundle) -> Result<Self> {
+        if b.len() != 1 {
+            return Err(Error::argument(format!(
+                "the program has {} outputs; take them as a tuple or a Bundle",
+                b.len()
+            )));
+        }
+        b.get(0)
+    }
+}
+
+impl Outputs for Bundle {
+    fn from_bundle(b: Bundle) -> Result<Self> {
+        Ok(b)
+    }
+}
+
+macro_rules! tuple_outputs {
+    ($n:literal; $($t:ident $d:ident $i:tt),*) => {
+        impl<$(const $d: usize, $t: Elem),*> Outputs for ($(Array<$d, $t>,)*) {
+            fn from_bundle(b: Bundle) -> Result<Self> {
+                if b.len() != $n {
+                    return Err(Error::argument(format!(
+                        "the program has {} outputs, the result takes {}",
+                        b.len(),
+                        $n
+                    )));
+                }
+                Ok(($(b.get::<$d, $t>($i)?,)*))
+            }
+        }
+    };
+}
+tuple_outputs!(2; A DA 0, B DB 1);
+tuple_outputs!(3; A DA 0, B DB 1, C DC 2);
+tuple_outputs!(4; A DA 0, B DB 1, C DC 2, E DE 3);
+
+impl Program {
+    /// Applies the program over arrays on the current device ([`Device::current`]; the CPU
+    /// unless a [`Device::scope`] says otherwise): element `i` of every varying input gives
+    /// element `i` of every output (DESIGN §5). Array arguments fill varying and array
+    /// inputs, values fill open uniform inputs, in the order of [`Program::open_inputs`];
+    /// captured host [`crate::dsl::Uniform`]s are read now (loose binding).
+    ///
+    /// The inputs are taken by value: an array passed in and assigned the result
+    /// (`x = p.apply(&x)?`) reads its old contents (double buffering is automatic). The
+    /// launch is deferred until a result is read (or used by a launch on another device);
+    /// argument errors are reported here, at once.
+    ///
+    /// # Errors
+    /// Wrong argument count; varying inputs of different shapes; element types or axes not
+    /// matching the program ("input 1 `y` … expects elements of type f32, got f64"); a
+    /// result type that does not match the outputs.
+    pub fn apply<R: Outputs>(&self, args: impl Args) -> Result<R> {
+        self.apply_on(&Device::current(), args)
+    }
+
+    /// [`Program::apply`] on `dev`.
+    ///
+    /// # Errors
+    /// As [`Program::apply`].
+    pub fn apply_on<R: Outputs>(&self, dev: &Device, args: impl Args) -> Result<R> {
+        self.launch(dev, args, None)
+    }
+
+    /// [`Program::apply`] with an explicit launch shape, for programs with no varying input
+    /// (DESIGN §5), e.g. one reading only `index` and array inputs.
+    ///
+    /// # Errors
+    /// As [`Program::apply`]; a shape that differs from the varying inputs'.
+    pub fn apply_shape<R: Outputs>(&self, shape: &[usize], args: impl Args) -> Result<R> {
+        self.launch(&Device::current(), args, Some(shape))
+    }
+
+    /// [`Program::apply_shape`] on `dev`.
+    ///
+    /// # Errors
+    /// As [`Program::apply_shape`].
+    pub fn apply_shape_on<R: Outputs>(
+        &self,
+        dev: &Device,
+        shape: &[usize],
+        args: impl Args,
+    ) -> Result<R> {
+        self.launch(dev, args, Some(shape))
+    }
+
+    fn launch<R: Outputs>(
+        &self,
+        dev: &Device,
+        args: impl Args,
+        shape: Option<&[usize]>,
+    ) -> Result<R> {
+        let given = args.into_args();
+        let open = self.open_inputs();
+        let p = self.ir();
+        if given.len() != open.len() {
+            let names: Vec<String> = open
+                .iter()
+                .map(|&i| format!("`{}`", p.param_name(i)))
+                .collect();
+            return Err(Error::argument(format!(
+                "@{} takes {} inputs ({}), {} were given",
+                self.name(),
+                open.len(),
+                names.join(", "),
+                given.len()
+            )));
+        }
+        let mut all: Vec<Option<ArgVal>> = vec![None; p.params.len()];
+        for (&i, a) in open.iter().zip(given) {
+            all[i] = Some(a.0);
+        }
+        for (i, c) in self.captured_uniforms() {
+            all[i] = Some(ArgVal::Uniform(c));
+        }
+        let all: Vec<ArgVal> = all
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| {
+                a.ok_or_else(|| {
+                    Error::argument(format!("input {i} `{}` has no value", p.param_name(i)))
+                })
+            })
+            .collect::<Result<_>>()?;
+        let m = Arc::new(self.module().clone());
+        let l = prepare(&m, self.name(), all, shape)?;
+        R::from_bundle(Bundle {
+            outs: defer(dev, l),
+        })
+    }
+}
+
+/// Reduces all elements of `a` with the user combiner program (2 inputs, 1 output, all of
+/// `a`'s element type; assumed associative, DESIGN §5) on the current device, in parallel:
+/// see [`crate::collective`] for the order of combination.
+///
+/// # Errors
+/// A combiner of the wrong arity or type; an empty array (a combiner has no identity); a
+/// device failure.
+pub fn reduce<const D: usize, T: Elem>(combiner: &Program, a: &Array<D, T>) -> Result<T> {
+    collective::reduce_with(combiner.module(), combiner.name(), a)
+}
+
+/// Counts the elements of `a` for which the predicate program (1 input of `a`'s element
+/// type, 1 bool output) is true, on the current device.
+///
+/// # Errors
+/// A predicate of the wrong signature; a device failure.
+pub fn count<const D: usize, T: Elem>(pred: &Program, a: &Array<D, T>) -> Result<u64> {
+    collective::count_with(pred.module(), pred.name(), a)
+}

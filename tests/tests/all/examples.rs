@@ -1,0 +1,139 @@
+//! The `weft` library's examples (`frontend/examples/*.rs`), each run on the interpreter,
+//! the CPU with Cranelift and with LLVM, and a CUDA GPU when one is present: every device
+//! must give the interpreter's results bit for bit.
+
+#[allow(dead_code)]
+#[path = "../../../frontend/examples/arg_max.rs"]
+mod arg_max;
+#[allow(dead_code)]
+#[path = "../../../frontend/examples/func_arrays.rs"]
+mod func_arrays;
+#[allow(dead_code)]
+#[path = "../../../frontend/examples/mdh.rs"]
+mod mdh;
+#[allow(dead_code)]
+#[path = "../../../frontend/examples/particles.rs"]
+mod particles;
+#[allow(dead_code)]
+#[path = "../../../frontend/examples/reduce_combiner.rs"]
+mod reduce_combiner;
+#[allow(dead_code)]
+#[path = "../../../frontend/examples/reflect.rs"]
+mod reflect;
+#[allow(dead_code)]
+#[path = "../../../frontend/examples/vecadd.rs"]
+mod vecadd;
+
+use weft::Device;
+
+/// The compiled devices to compare with the interpreter: both CPU backends, and CUDA GPU 0
+/// when a driver and GPU are present (else a message says it was skipped).
+fn compiled() -> Vec<Device> {
+    let mut d = vec![Device::cpu(), Device::cpu_llvm()];
+    match Device::cuda(0) {
+        Ok(g) => d.push(g),
+        Err(e) => eprintln!("examples: skipping CUDA ({e})"),
+    }
+    d
+}
+
+/// Bits of f32s, so NaNs and signed zeros compare exactly.
+fn bits(xs: &[f32]) -> Vec<u32> {
+    xs.iter().map(|x| x.to_bits()).collect()
+}
+
+fn bits3(xs: &[[f32; 3]]) -> Vec<u32> {
+    xs.iter().flatten().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn vecadd_matches_the_interpreter() {
+    let want = vecadd::vecadd(&Device::interp(), 10_000).unwrap();
+    assert_eq!(want[9_999], 9_999.0 + (2 * 9_999 % 7) as f32);
+    for d in compiled() {
+        assert_eq!(
+            bits(&vecadd::vecadd(&d, 10_000).unwrap()),
+            bits(&want),
+            "on {d}"
+        );
+    }
+}
+
+#[test]
+fn func_arrays_matches_the_interpreter() {
+    let want = func_arrays::func_arrays(&Device::interp(), 64).unwrap();
+    for d in compiled() {
+        assert_eq!(
+            bits3(&func_arrays::func_arrays(&d, 64).unwrap()),
+            bits3(&want),
+            "on {d}"
+        );
+    }
+}
+
+#[test]
+fn reflect_matches_the_interpreter() {
+    let want = reflect::reflect(&Device::interp(), 5_000).unwrap();
+    for d in compiled() {
+        assert_eq!(
+            bits3(&reflect::reflect(&d, 5_000).unwrap()),
+            bits3(&want),
+            "on {d}"
+        );
+    }
+}
+
+#[test]
+fn particles_match_the_interpreter() {
+    let (wp, wv) = particles::particles(&Device::interp(), 100_000, 3).unwrap();
+    assert!(
+        wp.iter().all(|p| p[1] >= 0.0),
+        "every particle bounced back above the floor"
+    );
+    for d in compiled() {
+        let (p, v) = particles::particles(&d, 100_000, 3).unwrap();
+        assert_eq!(bits3(&p), bits3(&wp), "positions on {d}");
+        assert_eq!(bits3(&v), bits3(&wv), "velocities on {d}");
+    }
+}
+
+#[test]
+fn reduce_with_a_user_combiner_matches_the_interpreter() {
+    let want = reduce_combiner::reduce_combiner(&Device::interp(), 100_000).unwrap();
+    assert_eq!(want.0, [-5000.0, 5006.0]);
+    for d in compiled() {
+        assert_eq!(
+            reduce_combiner::reduce_combiner(&d, 100_000).unwrap(),
+            want,
+            "on {d}"
+        );
+    }
+}
+
+#[test]
+fn arg_max_matches_the_interpreter() {
+    let want = arg_max::arg_max_field(&Device::interp(), 128).unwrap();
+    assert_eq!(want.1 / 128, 96, "the peak's row");
+    for d in compiled() {
+        let got = arg_max::arg_max_field(&d, 128).unwrap();
+        assert_eq!(
+            (got.0.to_bits(), got.1),
+            (want.0.to_bits(), want.1),
+            "on {d}"
+        );
+    }
+}
+
+#[test]
+fn mdh_matches_the_interpreter() {
+    let atoms = mdh::atoms(64);
+    let want = mdh::mdh(&Device::interp(), &atoms, 8).unwrap();
+    assert!(want.iter().all(|x| x.is_finite()));
+    for d in compiled() {
+        assert_eq!(
+            bits(&mdh::mdh(&d, &atoms, 8).unwrap()),
+            bits(&want),
+            "on {d}"
+        );
+    }
+}
