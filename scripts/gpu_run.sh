@@ -18,6 +18,8 @@ echo "== filetests on cuda"
 WEFT_FILETEST_BACKENDS=cuda /tmp/weft-bin/all filetests --test-threads 1 2>&1 | tail -15 | tee "$out/filetests.txt"
 echo "== cuda integration tests"
 /tmp/weft-bin/all cuda --test-threads 1 --nocapture 2>&1 | tail -30 | tee "$out/cuda_tests.txt"
+echo "== weft library on cuda: examples and arrays against the interpreter"
+/tmp/weft-bin/all examples:: arrays:: --test-threads 1 --nocapture 2>&1 | grep -E 'example|test result|FAILED|panicked|cuda' | tee "$out/library.txt"
 echo "== baselines"
 nvcc -O3 -arch=sm_90 -o /tmp/weft-bin/baseline_precise bench/cuda/baseline.cu
 nvcc -O3 -arch=sm_90 --use_fast_math -o /tmp/weft-bin/baseline_fast bench/cuda/baseline.cu

@@ -171,6 +171,24 @@ impl Storage {
         Ok(h)
     }
 
+    /// Elements `start .. start + n` on the host: from the host copy, else downloading just
+    /// that range from a GPU.
+    pub(crate) fn host_range(&self, start: usize, n: usize) -> Result<HostBuffer> {
+        self.resolve()?;
+        let st = lock(&self.state);
+        if let Some(h) = &st.host {
+            let mut out = HostBuffer::zeroed(self.elem, n);
+            out.copy_from(0, h, start, n);
+            return Ok(out);
+        }
+        let Some(c) = st.cuda.first() else {
+            return Err(Error::argument(
+                "array storage has no contents (a failed launch)",
+            ));
+        };
+        Ok(c.download_range(start, n)?)
+    }
+
     /// The copy on CUDA device `dev`, uploading the host copy when it has none.
     pub(crate) fn cuda(&self, dev: &weft_runtime::CudaDevice) -> Result<CudaBuffer> {
         self.resolve()?;

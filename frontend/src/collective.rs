@@ -8,8 +8,9 @@
 //! than `K`) are kept on the host. When at most `K` partials remain, one host-side fold
 //! combines them, then the left-overs from the last pass back to the first, so the order
 //! of combination preserves the order of the elements: an associative combiner need not be
-//! commutative. Every device with the same `K` ([`FANIN`]) combines in the same order, so
-//! results agree bit for bit even for floating-point sums.
+//! commutative. Every device with the same `K` ([`fanin`]: 8 on the CPU and the
+//! interpreter, 32 on a GPU) combines in the same order, so results agree bit for bit even
+//! for floating-point sums.
 
 use crate::array::{Array, ArrayData};
 use crate::device::Device;
@@ -21,10 +22,24 @@ use weft_ir::builder::ProgramBuilder;
 use weft_ir::interp::Arg;
 use weft_ir::{Const, Module, Opcode, ScalarType, Type};
 
-/// Segments combined per pass of a reduction (the fan-in of the reduction tree). 8 measured
-/// best for a sum of 2^26 f32 on the 2-core CPU: 16 and 32 input streams per thread read
-/// memory more slowly (docs/performance.md).
+/// Segments combined per pass of a reduction on the CPU and the interpreter (the fan-in of
+/// the reduction tree). 8 measured best for a sum of 2^26 f32 on the 2-core CPU: 16 and 32
+/// input streams per thread read memory more slowly (docs/performance.md).
 pub const FANIN: usize = 8;
+
+/// The fan-in on a GPU: each thread reads 32 coalesced streams, and the first pass writes
+/// 1/32 of what it reads (a fan-in of 8 would add 12% to the traffic and twice the passes).
+pub const FANIN_GPU: usize = 32;
+
+/// The fan-in of reductions on `dev` ([`FANIN`] or [`FANIN_GPU`]). Results of floating-point
+/// reductions are bit-identical between devices of the same fan-in.
+pub fn fanin(dev: &Device) -> usize {
+    if dev.is_cuda() {
+        FANIN_GPU
+    } else {
+        FANIN
+    }
+}
 
 /// A combiner: program `name` of `module` with `2k` inputs and `k` outputs of the state types.
 struct Combiner {
@@ -209,23 +224,17 @@ fn view(d: &ArrayData, lo: usize, n: usize) -> ArrayData {
     v
 }
 
-/// Host values of elements `lo .. lo + n` of each state array.
+/// Host values of elements `lo .. lo + n` of each state array (only those elements move).
 fn host_states(cur: &[ArrayData], lo: usize, n: usize) -> Result<Vec<Vec<Const>>> {
     let hosts = cur
         .iter()
         .map(|d| match &d.source {
-            crate::array::Source::Stored(s) => s.host(),
+            crate::array::Source::Stored(s) => s.host_range(d.offset + lo, n),
             crate::array::Source::Grid => unreachable!("made contiguous"),
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok((lo..lo + n)
-        .map(|e| {
-            hosts
-                .iter()
-                .zip(cur)
-                .map(|(h, d)| h.get(d.offset + e))
-                .collect()
-        })
+    Ok((0..n)
+        .map(|e| hosts.iter().map(|h| h.get(e)).collect())
         .collect())
 }
 
@@ -241,6 +250,7 @@ fn reduce_core(
         return Ok(None);
     }
     let d = data.contiguous_view()?;
+    let k = fanin(dev);
     let mut cur: Vec<ArrayData> = vec![view(&d, 0, n)];
     let mut mapped = map.is_none();
     let mut tails: Vec<Vec<Vec<Const>>> = Vec::new();
@@ -258,15 +268,15 @@ fn reduce_core(
         a.push(ArgVal::Uniform(Const::scalar(ScalarType::I64, seg as u64)));
         a
     };
-    let plain = Arc::new(pass_program(c, None, FANIN)?);
+    let plain = Arc::new(pass_program(c, None, k)?);
     loop {
         let len = cur[0].len();
-        if len <= FANIN {
+        if len <= k {
             break;
         }
-        let (seg, rest) = (len / FANIN, len % FANIN);
+        let (seg, rest) = (len / k, len % k);
         let mut args = Vec::new();
-        for j in 0..FANIN {
+        for j in 0..k {
             for a in &cur {
                 args.push(ArgVal::Array(view(a, j * seg, seg)));
             }
@@ -274,10 +284,10 @@ fn reduce_core(
         let next = if mapped {
             run_pass(&plain, args)?
         } else {
-            run_pass(&first_prog(FANIN)?, map_args(args, 0, seg))?
+            run_pass(&first_prog(k)?, map_args(args, 0, seg))?
         };
         if rest > 0 {
-            let lo = FANIN * seg;
+            let lo = k * seg;
             let t = if mapped {
                 host_states(&cur, lo, rest)?
             } else {

@@ -94,7 +94,7 @@ impl HostBuffer {
     /// padding past `len` is zero. Reuses a pooled allocation when one fits.
     pub fn for_output(elem: Type, len: usize) -> HostBuffer {
         let (s, nl) = scalar_lanes(elem);
-        let stride = (len + PAD).div_ceil(PAD) * PAD;
+        let stride = HostBuffer::stride_for(len);
         let words = (stride * storage_bytes(s) * nl).div_ceil(8);
         let mut b = HostBuffer {
             elem,
@@ -104,6 +104,17 @@ impl HostBuffer {
         };
         b.zero_padding();
         b
+    }
+
+    /// Elements per plane of a buffer of `len` elements (`len + PAD`, rounded up to `PAD`).
+    pub fn stride_for(len: usize) -> usize {
+        (len + PAD).div_ceil(PAD) * PAD
+    }
+
+    /// Bytes of a buffer of `len` elements of `elem` (all planes with padding).
+    pub fn bytes_for(elem: Type, len: usize) -> usize {
+        let (s, nl) = scalar_lanes(elem);
+        HostBuffer::stride_for(len) * storage_bytes(s) * nl
     }
 
     /// The buffer holding `a`'s elements in row-major order.

@@ -415,6 +415,23 @@ impl Inner {
         Ok(v)
     }
 
+    /// Copies bytes `range` of `b` into `dst` (waits for queued work).
+    fn download_into(
+        &self,
+        b: &DeviceBuffer,
+        range: std::ops::Range<usize>,
+        dst: &mut [u8],
+    ) -> Result<(), CudaError> {
+        let n = dst.len();
+        self.stream
+            .memcpy_dtoh(&b.slice.slice(range), dst)
+            .map_err(|e| drv("cuMemcpyDtoHAsync", e))?;
+        self.sync()?;
+        self.downloads.fetch_add(1, Ordering::Relaxed);
+        self.download_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Drops cached inputs whose array the host no longer holds (only the cache's clone is
     /// left, so no later launch can name them).
     fn evict_dropped(&self) {
@@ -823,7 +840,9 @@ impl CudaDevice {
     }
 
     /// Applies program `name` of `m` over device buffers without copying them, with fresh
-    /// device outputs (the `weft` library's arrays resident on this GPU).
+    /// device outputs (the `weft` library's arrays resident on this GPU). The kernel is
+    /// queued on the device's stream, not waited for: later launches and downloads on the
+    /// same stream see its results, and faults surface at the next download.
     ///
     /// # Errors
     /// As [`CudaDevice::launch`]; also an element range outside its buffer or a buffer of
@@ -836,7 +855,7 @@ impl CudaDevice {
         shape: Option<&[usize]>,
     ) -> Result<Vec<CudaBuffer>, RuntimeError> {
         let mut l = self.launch_buffers(m, name, args, shape)?;
-        l.run()?;
+        l.enqueue()?;
         Ok(l.into_outputs())
     }
 
@@ -924,17 +943,17 @@ impl CudaDevice {
         }
         let mut outs = Vec::new();
         for (k, o) in p.outputs.iter().enumerate() {
-            let h = HostBuffer::zeroed(o.ty, n);
+            // Not zeroed: the kernel writes every element; the padding is zeroed on download.
             let b = guard("cuMemAlloc", || {
                 i.bind()?;
-                i.alloc_zeroed(h.bytes().len())
+                i.alloc(HostBuffer::bytes_for(o.ty, n))
             })?;
             let out = CudaBuffer {
                 dev: i.clone(),
                 buf: Arc::new(b),
                 elem: o.ty,
                 len: n,
-                stride: h.stride(),
+                stride: HostBuffer::stride_for(n),
             };
             for l in 0..out.lanes() {
                 words[layout.outputs[k] + l] =
@@ -1186,6 +1205,39 @@ impl CudaBuffer {
         self.dev.info.ordinal
     }
 
+    /// Copies elements `start .. start + n` to a new host buffer of `n` elements (one
+    /// transfer per plane; waits for queued work first).
+    ///
+    /// # Errors
+    /// The range outside the buffer; `cuMemcpyDtoHAsync` or `cuStreamSynchronize` failing.
+    pub fn download_range(&self, start: usize, n: usize) -> Result<HostBuffer, RuntimeError> {
+        if start.checked_add(n).is_none_or(|e| e > self.len) {
+            return Err(CudaError::Driver {
+                call: "cuMemcpyDtoHAsync",
+                code: "CUDA_ERROR_INVALID_VALUE".into(),
+                description: format!(
+                    "elements {start}..{} outside a buffer of {}",
+                    start.saturating_add(n),
+                    self.len
+                ),
+                log: None,
+            }
+            .into());
+        }
+        let d = &self.dev;
+        let b = self.lane_bytes();
+        let mut h = HostBuffer::for_output(self.elem, n);
+        guard("cuMemcpyDtoHAsync", || {
+            d.bind()?;
+            for l in 0..self.lanes() {
+                let from = (l * self.stride + start) * b;
+                d.download_into(&self.buf, from..from + n * b, &mut h.plane_mut(l)[..n * b])?;
+            }
+            Ok(())
+        })?;
+        Ok(h)
+    }
+
     /// Copies the buffer to the host (waits for queued work first).
     ///
     /// # Errors
@@ -1196,8 +1248,9 @@ impl CudaBuffer {
             d.bind()?;
             d.download(&self.buf)
         })?;
-        let mut h = HostBuffer::zeroed(self.elem, self.len);
+        let mut h = HostBuffer::for_output(self.elem, self.len);
         h.bytes_mut().copy_from_slice(&bytes);
+        h.zero_padding();
         Ok(h)
     }
 }

@@ -75,6 +75,7 @@ pub struct In<V>(PhantomData<V>);
 impl<V: ValueType> In<V> {
     /// A new varying input named `in{k}` (k = its position).
     #[track_caller]
+    #[allow(clippy::new_ret_no_self)]
     pub fn new() -> V {
         value_param::<V>(ParamKind::Varying, None, "In::new")
     }
@@ -158,14 +159,13 @@ impl<V: ValueType> Out<V> {
             return inert;
         }
         let var = rec.new_undefined_var(V::ir_type());
-        let zero = rec.b().constant(weft_ir::Const::zero(V::ir_type()));
-        rec.b().def_var(var, zero);
         rec.outs.push(OutDecl {
             name: name.map(str::to_string),
             ty: V::ir_type(),
             var,
             assigned: false,
             definite: false,
+            has_def: false,
             location,
         });
         Out {
@@ -193,6 +193,15 @@ impl<T: Scalar, const N: usize> Out<Value<T, N>> {
         o
     }
 
+    /// A new unnamed output with value `v` (RapidMind's `Out<…> r = v;`).
+    #[track_caller]
+    #[allow(clippy::should_implement_trait)]
+    pub fn from(v: impl AsValue<T, N>) -> Self {
+        let o = Out::new();
+        o.assign(v);
+        o
+    }
+
     /// Sets the output's value to `v` (from here on; a later `assign` replaces it).
     #[track_caller]
     pub fn assign(&self, v: impl IntoValue<T, N>) {
@@ -213,8 +222,10 @@ impl<T: Scalar, const N: usize> Out<Value<T, N>> {
             Ok(v) => {
                 let var = rec.outs[self.idx].var;
                 rec.b().def_var(var, v);
-                rec.outs[self.idx].assigned = true;
-                rec.outs[self.idx].definite = true;
+                let o = &mut rec.outs[self.idx];
+                o.assigned = true;
+                o.definite = true;
+                o.has_def = true;
             }
             Err(e) => rec.fail(e),
         }
@@ -249,6 +260,7 @@ pub struct InOut<V>(PhantomData<V>);
 impl<V: ValueType> InOut<V> {
     /// A new input/output named `in{k}` (its output is unnamed).
     #[track_caller]
+    #[allow(clippy::new_ret_no_self)]
     pub fn new() -> V {
         InOut::<V>::declare(None)
     }
@@ -289,6 +301,7 @@ impl<V: ValueType> InOut<V> {
             var,
             assigned: true,
             definite: true,
+            has_def: true,
             location,
         });
         V::from_raw(rec.new_pinned_raw(var))

@@ -20,7 +20,7 @@
 //! .unwrap();
 //! assert_eq!(saxpy.open_inputs().len(), 2); // x, y; `a` follows the host cell
 //! a.set(3.0);
-//! assert_eq!(saxpy.captured_uniforms()[0].1, weft_ir::Const::f32(3.0));
+//! assert_eq!(saxpy.captured_uniforms()[0].1, weft::ir::Const::f32(3.0));
 //! ```
 //!
 //! Recorded programs are values of the program algebra (DESIGN §4): see [`Program::bind`],

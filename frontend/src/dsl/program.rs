@@ -712,6 +712,14 @@ impl std::ops::Shl<Program> for Program {
     }
 }
 
+impl std::ops::Shl<&Program> for Result<Program> {
+    type Output = Result<Program>;
+    /// Chained composition: `&p << &q << &r` is `(p << q) << r` (an error passes through).
+    fn shl(self, r: &Program) -> Result<Program> {
+        self?.compose(r)
+    }
+}
+
 /// A value or array of any type: the arguments and results of [`Program::call`].
 pub struct AnyValue {
     kind: AnyKind,

@@ -37,6 +37,8 @@ static NEXT_RECORDING: AtomicU64 = AtomicU64::new(1);
 const RESERVE: usize = 256;
 
 thread_local! {
+    // Boxed so that taking the top recorder off the stack and back moves a pointer.
+    #[allow(clippy::vec_box)]
     static STACK: RefCell<Vec<Box<Recorder>>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -229,6 +231,9 @@ pub(crate) struct OutDecl {
     pub assigned: bool,
     /// Assigned on every path to the current point (the must-assign state).
     pub definite: bool,
+    /// The variable has a definition (before the first region it gets a zero, so that
+    /// assignments inside regions merge).
+    pub has_def: bool,
     pub location: &'static Location<'static>,
 }
 
@@ -522,6 +527,15 @@ impl Recorder {
             while self.fresh.len() < self.reserve {
                 let v = self.b().declare_var("", Type::bool());
                 self.fresh.push(v);
+            }
+        }
+        for k in 0..self.outs.len() {
+            if !self.outs[k].has_def {
+                let ty = self.outs[k].ty;
+                let zero = self.b().constant(Const::zero(ty));
+                let var = self.outs[k].var;
+                self.b().def_var(var, zero);
+                self.outs[k].has_def = true;
             }
         }
         for i in 0..self.slots.len() {
