@@ -8,8 +8,11 @@
 use weft::dsl::{if_, In, Out, Program, Uniform, Value3f};
 use weft::{Array, Device, Result};
 
+/// Positions or velocities of every particle.
+pub type State = Vec<[f32; 3]>;
+
 /// Final positions and velocities of `n` particles after `steps` steps on `dev`.
-pub fn particles(dev: &Device, n: usize, steps: usize) -> Result<(Vec<[f32; 3]>, Vec<[f32; 3]>)> {
+pub fn particles(dev: &Device, n: usize, steps: usize) -> Result<(State, State)> {
     let dt = Uniform::named("dt", 0.01f32);
     let evolve = Program::record(|| {
         let pos = In::<Value3f>::named("pos");

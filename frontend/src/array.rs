@@ -613,16 +613,16 @@ impl<const D: usize, T: Elem> Array<D, T> {
             return Err(Error::argument(format!("stride axis {k}: a step of 0")));
         }
         let mut a = self.clone();
-        for k in 0..D {
-            a.data.shape[k] = self.data.shape[k].div_ceil(step[k]);
-            a.data.strides[k] *= step[k];
+        for (k, &st) in step.iter().enumerate() {
+            a.data.shape[k] = self.data.shape[k].div_ceil(st);
+            a.data.strides[k] *= st;
         }
         Ok(a)
     }
 }
 
 impl<const D: usize> Array<D, i32> {
-    /// Placeholder so `grid` has a home for D = 1; see [`grid`].
+    /// The data of a virtual index array of `shape` (see [`grid1`]).
     fn grid_data(shape: &[usize]) -> ArrayData {
         ArrayData {
             source: Source::Grid,

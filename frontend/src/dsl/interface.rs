@@ -286,6 +286,14 @@ impl<V: ValueType> InOut<V> {
             ));
             return V::from_raw(rec.dummy(V::ir_type()));
         }
+        if let Some(n) = name {
+            if rec.outs.iter().any(|o| o.name.as_deref() == Some(n)) {
+                rec.fail(Error::record(format!(
+                    "an output named `{n}` is already declared"
+                )));
+                return V::from_raw(rec.dummy(V::ir_type()));
+            }
+        }
         let p = match add_param(&mut rec, ParamKind::Varying, name, "in", V::ir_type()) {
             Ok(p) => p,
             Err(e) => {

@@ -3,7 +3,7 @@
 //! DESIGN §4), so each execution reads the cell's value at that time.
 
 use super::record::{Captured, Raw, Recorder, Top};
-use super::value::{AsValue, IntoValue, Value};
+use super::value::{AsValue, IntoValue, Numeric, Value};
 use crate::error::Error;
 use crate::scalar::{Elem, Scalar};
 use std::fmt;
@@ -140,6 +140,49 @@ impl<T: Scalar> Uniform<T> {
     #[track_caller]
     pub fn value(&self) -> Value<T, 1> {
         Value::from_raw(self.operand())
+    }
+}
+
+/// `uniform op value`: a scalar host uniform on the left of an arithmetic operator (captured
+/// while recording, its current value otherwise), broadcast to the value's lanes.
+macro_rules! uniform_lhs {
+    ($($Trait:ident, $method:ident, $opc:ident;)*) => {$(
+        impl<T: Numeric, const N: usize> std::ops::$Trait<Value<T, N>> for &Uniform<T> {
+            type Output = Value<T, N>;
+            #[track_caller]
+            fn $method(self, rhs: Value<T, N>) -> Value<T, N> {
+                let l = self.lanes_operand::<N>();
+                super::value::binary(weft_ir::Opcode::$opc, &l, &rhs.raw)
+            }
+        }
+        impl<T: Numeric, const N: usize> std::ops::$Trait<&Value<T, N>> for &Uniform<T> {
+            type Output = Value<T, N>;
+            #[track_caller]
+            fn $method(self, rhs: &Value<T, N>) -> Value<T, N> {
+                let l = self.lanes_operand::<N>();
+                super::value::binary(weft_ir::Opcode::$opc, &l, &rhs.raw)
+            }
+        }
+    )*};
+}
+uniform_lhs! {
+    Add, add, Add;
+    Sub, sub, Sub;
+    Mul, mul, Mul;
+    Div, div, Div;
+    Rem, rem, Rem;
+}
+
+impl<T: Scalar> Uniform<T> {
+    /// The scalar uniform as an operand of `N` lanes.
+    #[track_caller]
+    fn lanes_operand<const N: usize>(&self) -> Raw {
+        let s = self.operand();
+        if N == 1 {
+            s
+        } else {
+            super::value::broadcast_raw::<T, N>(&s)
+        }
     }
 }
 

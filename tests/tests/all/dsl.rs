@@ -640,10 +640,14 @@ fn scalars_broadcast_and_compositions_chain() {
         let k = In::<Value1f>::new();
         // A scalar value or scalar uniform on the right broadcasts to the tuple's lanes.
         Out::from(&v * &k + &s - v.x());
+        // A scalar uniform on the left too.
+        Out::from(&s * &v);
     })
     .unwrap();
     let v = Value3f::from([1.0, 2.0, 3.0]).to_const().unwrap();
-    assert_eq!(v3(run1(&p, &[v, Const::f32(10.0)])[0]), [11.0, 21.0, 31.0]);
+    let got = run1(&p, &[v, Const::f32(10.0)]);
+    assert_eq!(v3(got[0]), [11.0, 21.0, 31.0]);
+    assert_eq!(v3(got[1]), [2.0, 4.0, 6.0]);
     // Immediate mode agrees.
     let w = Value3f::from([1.0, 2.0, 3.0]) * Value1f::new(10.0) + &s - 1.0;
     assert_eq!(w.to_array().unwrap(), [11.0, 21.0, 31.0]);
