@@ -42,6 +42,7 @@ pub fn fanin(dev: &Device) -> usize {
 }
 
 /// A combiner: program `name` of `module` with `2k` inputs and `k` outputs of the state types.
+#[derive(Clone)]
 struct Combiner {
     module: Module,
     name: String,
@@ -126,6 +127,39 @@ fn built(b: ProgramBuilder) -> Result<Module> {
         .map_err(|e| Error::Invalid(format!("generated program: {e:?}")))
 }
 
+/// Generated programs, built once per (combiner, map, fan-in or fold length): building and
+/// verifying them cost more host time than a GPU pass over 2^21 elements.
+type Cache = std::sync::Mutex<std::collections::HashMap<(u64, u64, usize, bool), Arc<Module>>>;
+static PASSES: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
+
+/// [`pass_program`] (`fold = false`) or the host fold's program (`fold = true`) from the
+/// cache, built on first use.
+fn cached(
+    c: &Combiner,
+    map: Option<&MapFn>,
+    n: usize,
+    fold: bool,
+    build: impl FnOnce() -> Result<Module>,
+) -> Result<Arc<Module>> {
+    let fp = |m: &Module| weft_ir::launch::fingerprint(m);
+    let key = (
+        fp(&c.module),
+        map.map_or(0, |m| fp(&m.module) ^ m.with_index as u64),
+        n,
+        fold,
+    );
+    let cache = PASSES.get_or_init(Default::default);
+    if let Some(m) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(m.clone());
+    }
+    let m = Arc::new(build()?);
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, m.clone());
+    Ok(m)
+}
+
 /// The pass program `@reduce.pass`: `K` groups of state inputs (or, with `map`, `K`
 /// elements of `elem` and uniforms `base` and `seg`), folded left with the combiner.
 fn pass_program(c: &Combiner, map: Option<(&MapFn, Type)>, k: usize) -> Result<Module> {
@@ -186,12 +220,19 @@ fn fold_host(c: &Combiner, states: &[Vec<Const>]) -> Result<Vec<Const>> {
     if states.len() == 1 {
         return Ok(states[0].clone());
     }
+    let m = cached(c, None, states.len(), true, || {
+        fold_program(c, states.len())
+    })?;
+    let args: Vec<Arg> = states.iter().flatten().map(|&c| Arg::Value(c)).collect();
+    Ok(weft_ir::Interpreter::new(&m).run_element("reduce.final", &args, &[0], &[1])?)
+}
+
+/// The host fold's program: `len` groups of uniform states folded left with the combiner.
+fn fold_program(c: &Combiner, len: usize) -> Result<Module> {
     let mut b = ProgramBuilder::new("reduce.final");
     let cp = c.program().clone();
-    let ins: Vec<Vec<weft_ir::Value>> = states
-        .iter()
-        .enumerate()
-        .map(|(j, _)| {
+    let ins: Vec<Vec<weft_ir::Value>> = (0..len)
+        .map(|j| {
             c.state
                 .iter()
                 .enumerate()
@@ -210,8 +251,7 @@ fn fold_host(c: &Combiner, states: &[Vec<Const>]) -> Result<Vec<Const>> {
     }
     let mut m = built(b)?;
     merge(&mut m, &c.module);
-    let args: Vec<Arg> = states.iter().flatten().map(|&c| Arg::Value(c)).collect();
-    Ok(weft_ir::Interpreter::new(&m).run_element("reduce.final", &args, &[0], &[1])?)
+    Ok(m)
 }
 
 /// A 1-D view of elements `lo .. lo + n` of a contiguous array.
@@ -256,7 +296,9 @@ fn reduce_core(
     let mut tails: Vec<Vec<Vec<Const>>> = Vec::new();
     let first_prog = |k: usize| -> Result<Arc<Module>> {
         let mf = map.expect("unmapped only with a map");
-        Ok(Arc::new(pass_program(c, Some((mf, d.elem)), k)?))
+        cached(c, Some(mf), k, false, || {
+            pass_program(c, Some((mf, d.elem)), k)
+        })
     };
     let run_pass = |m: &Arc<Module>, args: Vec<ArgVal>| -> Result<Vec<ArrayData>> {
         let l = prepare(m, "reduce.pass", args, None)?;
@@ -268,7 +310,7 @@ fn reduce_core(
         a.push(ArgVal::Uniform(Const::scalar(ScalarType::I64, seg as u64)));
         a
     };
-    let plain = Arc::new(pass_program(c, None, k)?);
+    let plain = cached(c, None, k, false, || pass_program(c, None, k))?;
     loop {
         let len = cur[0].len();
         if len <= k {
@@ -316,8 +358,22 @@ fn reduce_core(
     Ok(Some(fold_host(c, &states)?))
 }
 
-/// A combiner applying `op` lane-wise to two values of `ty`.
+/// A combiner applying `op` lane-wise to two values of `ty` (built once per process).
 fn builtin_combiner(op: Opcode, ty: Type) -> Result<Combiner> {
+    type Builtins = std::sync::Mutex<std::collections::HashMap<(Opcode, Type), Combiner>>;
+    static BUILTINS: std::sync::OnceLock<Builtins> = std::sync::OnceLock::new();
+    let map = BUILTINS.get_or_init(Default::default);
+    if let Some(c) = map.lock().unwrap_or_else(|e| e.into_inner()).get(&(op, ty)) {
+        return Ok(c.clone());
+    }
+    let c = make_builtin_combiner(op, ty)?;
+    map.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert((op, ty), c.clone());
+    Ok(c)
+}
+
+fn make_builtin_combiner(op: Opcode, ty: Type) -> Result<Combiner> {
     let mut b = ProgramBuilder::new(format!("reduce.{}", op_name(op)));
     let x = b.varying("a", ty);
     let y = b.varying("b", ty);
