@@ -15,3 +15,6 @@ bash scripts/fetch_data.sh
 echo "== building weft (release)"
 cargo build --release -p weft
 WEFT="$PWD/target/release/weft" python3 scripts/main_workloads.py
+echo "== the weft library: the MDH example on mache.pqr (4,096 atoms × 32³ points) and the particle system, on the default CPU device"
+cargo run --release -q -p weft --example mdh -- cpu 4096 32
+cargo run --release -q -p weft --example particles -- cpu 100000 100

@@ -310,6 +310,8 @@ fn reduce_core(
         a.push(ArgVal::Uniform(Const::scalar(ScalarType::I64, seg as u64)));
         a
     };
+    let prof = std::env::var_os("WEFT_REDUCE_PROFILE").is_some();
+    let t0 = std::time::Instant::now();
     let plain = cached(c, None, k, false, || pass_program(c, None, k))?;
     loop {
         let len = cur[0].len();
@@ -343,6 +345,9 @@ fn reduce_core(
         }
         cur = next;
         mapped = true;
+        if prof {
+            eprintln!("reduce: pass over {len} queued at {:?}", t0.elapsed());
+        }
     }
     if !mapped {
         let len = cur[0].len();
@@ -352,6 +357,13 @@ fn reduce_core(
         )?;
     }
     let mut states = host_states(&cur, 0, cur[0].len())?;
+    if prof {
+        eprintln!(
+            "reduce: {} partials on the host at {:?}",
+            states.len(),
+            t0.elapsed()
+        );
+    }
     for t in tails.into_iter().rev() {
         states.extend(t);
     }
