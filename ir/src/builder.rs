@@ -292,7 +292,9 @@ impl ProgramBuilder {
     /// Declares a mutable variable of type `ty` (its name becomes the values' name hint).
     pub fn declare_var(&mut self, name: &str, ty: Type) -> Variable {
         self.vars.push((ty, name.to_string()));
-        self.defs.push(None);
+        // Variables declared inside a region are local to it: the definitions restored after
+        // the region may be shorter than the variable list.
+        self.defs.resize(self.vars.len(), None);
         Variable(self.vars.len() as u32 - 1)
     }
 
@@ -302,14 +304,18 @@ impl ProgramBuilder {
             let name = self.vars[var.0 as usize].1.clone();
             self.prog.value_mut(v).name = Some(name);
         }
-        self.defs[var.0 as usize] = Some(v);
+        let k = var.0 as usize;
+        if self.defs.len() <= k {
+            self.defs.resize(k + 1, None);
+        }
+        self.defs[k] = Some(v);
     }
 
     /// The current value of `var`. Using a variable never assigned gives an undefined value,
     /// which [`ProgramBuilder::finish`] reports at the caller's line.
     #[track_caller]
     pub fn use_var(&mut self, var: Variable) -> Value {
-        match self.defs[var.0 as usize] {
+        match self.defs.get(var.0 as usize).copied().flatten() {
             Some(v) => v,
             None => {
                 let ty = self.vars[var.0 as usize].0;
@@ -355,9 +361,15 @@ impl ProgramBuilder {
         let defs_else = std::mem::replace(&mut self.defs, before.clone());
         let explicit = ty_then.len();
         let mut merged = Vec::new();
-        for k in 0..self.vars.len() {
-            if let (Some(a), Some(b)) = (defs_then[k], defs_else[k]) {
-                if defs_then[k] != before[k] || defs_else[k] != before[k] {
+        // Only variables declared before the `if` can be merged (those declared in an arm are
+        // local to it).
+        for k in 0..before.len() {
+            let (t, e) = (
+                defs_then.get(k).copied().flatten(),
+                defs_else.get(k).copied().flatten(),
+            );
+            if let (Some(a), Some(b)) = (t, e) {
+                if t != before[k] || e != before[k] {
                     ty_then.push(a);
                     ty_else.push(b);
                     merged.push(k);

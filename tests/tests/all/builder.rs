@@ -185,3 +185,47 @@ fn misuse_is_reported_at_the_callers_line() {
     assert!(e.to_string().contains("undefined value"), "{e}");
     let _ = line;
 }
+
+#[test]
+fn variables_declared_inside_regions_are_local_to_them() {
+    // Declaring a variable inside an `if` arm or a loop body, then another after it, used to
+    // index past the restored definitions and panic.
+    let mut b = ProgramBuilder::new("locals");
+    let x = b.varying("x", Type::f32());
+    let acc = b.declare_var("acc", Type::f32());
+    b.def_var(acc, x);
+    let zero = b.f32(0.0);
+    let pos = b.gt(x, zero);
+    b.if_(pos, |b| {
+        let t = b.declare_var("t", Type::f32());
+        let a = b.use_var(acc);
+        let twice = b.add(a, a);
+        b.def_var(t, twice);
+        let tv = b.use_var(t);
+        b.def_var(acc, tv);
+    });
+    let (lo, hi, one) = (b.i32(0), b.i32(3), b.i32(1));
+    b.for_range(lo, hi, one, |b, _| {
+        let u = b.declare_var("u", Type::f32());
+        let a = b.use_var(acc);
+        let inc = b.f32(1.0);
+        let s = b.add(a, inc);
+        b.def_var(u, s);
+        let uv = b.use_var(u);
+        b.def_var(acc, uv);
+    });
+    let after = b.declare_var("after", Type::f32());
+    let a = b.use_var(acc);
+    b.def_var(after, a);
+    let r = b.use_var(after);
+    b.output("r", r);
+    let m = b.finish_module().expect("verifies");
+    assert_eq!(
+        run1(&m, "locals", &[Const::f32(2.0)]),
+        vec![Const::f32(7.0)]
+    );
+    assert_eq!(
+        run1(&m, "locals", &[Const::f32(-2.0)]),
+        vec![Const::f32(1.0)]
+    );
+}
