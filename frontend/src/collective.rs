@@ -197,15 +197,7 @@ fn pass_program(c: &Combiner, map: Option<(&MapFn, Type)>, k: usize) -> Result<M
             }
         }
     }
-    let mut acc = groups[0].clone();
-    for g in &groups[1..] {
-        let mut args = acc.clone();
-        args.extend(g);
-        acc = b.call(&cp, &args);
-    }
-    for (s, v) in acc.into_iter().enumerate() {
-        b.output(&format!("s{s}"), v);
-    }
+    fold_left(&mut b, &cp, &groups);
     let mut m = built(b)?;
     merge(&mut m, &c.module);
     if let Some((mf, _)) = map {
@@ -240,18 +232,24 @@ fn fold_program(c: &Combiner, len: usize) -> Result<Module> {
                 .collect()
         })
         .collect();
-    let mut acc = ins[0].clone();
-    for g in &ins[1..] {
+    fold_left(&mut b, &cp, &ins);
+    let mut m = built(b)?;
+    merge(&mut m, &c.module);
+    Ok(m)
+}
+
+/// Emits `comb(…comb(comb(g0, g1), g2)…, gn)` over groups of state values and makes the
+/// result the outputs `s0 …`.
+fn fold_left(b: &mut ProgramBuilder, comb: &weft_ir::Program, groups: &[Vec<weft_ir::Value>]) {
+    let mut acc = groups[0].clone();
+    for g in &groups[1..] {
         let mut args = acc.clone();
         args.extend(g);
-        acc = b.call(&cp, &args);
+        acc = b.call(comb, &args);
     }
     for (s, v) in acc.into_iter().enumerate() {
         b.output(&format!("s{s}"), v);
     }
-    let mut m = built(b)?;
-    merge(&mut m, &c.module);
-    Ok(m)
 }
 
 /// A 1-D view of elements `lo .. lo + n` of a contiguous array.

@@ -204,14 +204,18 @@ impl Type {
         Type(id)
     }
 
-    /// The structure of this type.
+    /// The structure of this type. Scalars (the fixed handles `0..12`) need no lock.
     pub fn kind(self) -> TypeKind {
+        if let Some(&s) = ScalarType::ALL.get(self.0 as usize) {
+            return TypeKind::Scalar(s);
+        }
         *interner().read().unwrap_or_else(|e| e.into_inner()).kinds[self.0 as usize]
     }
 
-    /// The scalar type `s`.
+    /// The scalar type `s` (a fixed handle: no lock).
     pub fn scalar(s: ScalarType) -> Type {
-        Type::intern(TypeKind::Scalar(s))
+        interner();
+        Type(s as u32)
     }
 
     /// `<n x s>`; `n == 1` gives the scalar `s`. `None` if `n` is not 1..=4.
@@ -339,5 +343,21 @@ impl fmt::Display for Type {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod handle_tests {
+    use super::*;
+
+    #[test]
+    fn scalar_handles_match_the_interner() {
+        for s in ScalarType::ALL {
+            let t = Type::scalar(s);
+            assert_eq!(t, Type::intern(TypeKind::Scalar(s)));
+            assert_eq!(t.kind(), TypeKind::Scalar(s));
+        }
+        let v = Type::tuple(ScalarType::F32, 3).expect("tuple");
+        assert_eq!(v.lanes(), Some((ScalarType::F32, 3)));
     }
 }
