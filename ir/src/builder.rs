@@ -363,13 +363,13 @@ impl ProgramBuilder {
         let mut merged = Vec::new();
         // Only variables declared before the `if` can be merged (those declared in an arm are
         // local to it).
-        for k in 0..before.len() {
+        for (k, &old) in before.iter().enumerate() {
             let (t, e) = (
                 defs_then.get(k).copied().flatten(),
                 defs_else.get(k).copied().flatten(),
             );
             if let (Some(a), Some(b)) = (t, e) {
-                if t != before[k] || e != before[k] {
+                if t != old || e != old {
                     ty_then.push(a);
                     ty_else.push(b);
                     merged.push(k);
