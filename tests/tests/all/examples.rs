@@ -57,11 +57,9 @@ fn vecadd_matches_the_interpreter() {
     let want = vecadd::vecadd(&Device::interp(), 10_000).unwrap();
     assert_eq!(want[9_999], 9_999.0 + (2 * 9_999 % 7) as f32);
     for d in compiled() {
-        assert_eq!(
-            bits(&vecadd::vecadd(&d, 10_000).unwrap()),
-            bits(&want),
-            "on {d}"
-        );
+        let got = vecadd::vecadd(&d, 10_000).unwrap();
+        assert_eq!(bits(&got), bits(&want), "on {d}");
+        report("vecadd (10,000)", &d, &got[9_998..]);
     }
 }
 
@@ -69,11 +67,9 @@ fn vecadd_matches_the_interpreter() {
 fn func_arrays_matches_the_interpreter() {
     let want = func_arrays::func_arrays(&Device::interp(), 64).unwrap();
     for d in compiled() {
-        assert_eq!(
-            bits3(&func_arrays::func_arrays(&d, 64).unwrap()),
-            bits3(&want),
-            "on {d}"
-        );
+        let got = func_arrays::func_arrays(&d, 64).unwrap();
+        assert_eq!(bits3(&got), bits3(&want), "on {d}");
+        report("func_arrays (64×64)", &d, got[4095]);
     }
 }
 
@@ -81,11 +77,9 @@ fn func_arrays_matches_the_interpreter() {
 fn reflect_matches_the_interpreter() {
     let want = reflect::reflect(&Device::interp(), 5_000).unwrap();
     for d in compiled() {
-        assert_eq!(
-            bits3(&reflect::reflect(&d, 5_000).unwrap()),
-            bits3(&want),
-            "on {d}"
-        );
+        let got = reflect::reflect(&d, 5_000).unwrap();
+        assert_eq!(bits3(&got), bits3(&want), "on {d}");
+        report("reflect (5,000)", &d, got[4999]);
     }
 }
 
@@ -109,11 +103,9 @@ fn reduce_with_a_user_combiner_matches_the_interpreter() {
     let want = reduce_combiner::reduce_combiner(&Device::interp(), 100_000).unwrap();
     assert_eq!(want.0, [-5000.0, 5006.0]);
     for d in compiled() {
-        assert_eq!(
-            reduce_combiner::reduce_combiner(&d, 100_000).unwrap(),
-            want,
-            "on {d}"
-        );
+        let got = reduce_combiner::reduce_combiner(&d, 100_000).unwrap();
+        assert_eq!(got, want, "on {d}");
+        report("reduce_combiner (100,000)", &d, got);
     }
 }
 
@@ -128,6 +120,7 @@ fn arg_max_matches_the_interpreter() {
             (want.0.to_bits(), want.1),
             "on {d}"
         );
+        report("arg_max (128×128)", &d, got);
     }
 }
 
@@ -137,10 +130,8 @@ fn mdh_matches_the_interpreter() {
     let want = mdh::mdh(&Device::interp(), &atoms, 8).unwrap();
     assert!(want.iter().all(|x| x.is_finite()));
     for d in compiled() {
-        assert_eq!(
-            bits(&mdh::mdh(&d, &atoms, 8).unwrap()),
-            bits(&want),
-            "on {d}"
-        );
+        let got = mdh::mdh(&d, &atoms, 8).unwrap();
+        assert_eq!(bits(&got), bits(&want), "on {d}");
+        report("mdh (64 atoms × 8³ points)", &d, &got[..2]);
     }
 }
