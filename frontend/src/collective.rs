@@ -10,7 +10,9 @@
 //! of combination preserves the order of the elements: an associative combiner need not be
 //! commutative. Every device with the same `K` ([`fanin`]: 8 on the CPU and the
 //! interpreter, 32 on a GPU) combines in the same order, so results agree bit for bit even
-//! for floating-point sums.
+//! for floating-point sums. The exception: [`sum`] of f32 on a GPU runs the runtime's
+//! built-in reduction kernel (one pass, warp shuffles, block partials), whose order of
+//! additions is fixed by the launch geometry.
 
 use crate::array::{Array, ArrayData};
 use crate::device::Device;
@@ -422,11 +424,23 @@ fn builtin<const D: usize, T: Elem>(op: Opcode, a: &Array<D, T>) -> Result<Optio
 
 /// The sum of all elements (lane-wise for vectors; 0 for an empty array) on the current
 /// device. Integers wrap; floats are added in the order of the reduction tree described in
-/// the module docs (not sequentially).
+/// the module docs (not sequentially), or, for f32 on a GPU, by the runtime's built-in
+/// reduction kernel ([`weft_runtime::CudaDevice::sum_f32`]).
 ///
 /// # Errors
 /// Elements of `bool`; a device failure.
 pub fn sum<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<T> {
+    let dev = Device::current();
+    if let (Some(gpu), true) = (dev.as_cuda(), T::ir_type() == Type::f32()) {
+        // The runtime's built-in reduction kernel: one pass over the data, one over the
+        // block partials.
+        let d = a.data.contiguous_view()?;
+        if let crate::array::Source::Stored(s) = &d.source {
+            let b = s.cuda(gpu)?;
+            let v = gpu.sum_f32(&b, d.offset, d.len())?;
+            return Ok(T::from_lanes(|_| T::Scalar::from_bits(v.to_bits() as u64)));
+        }
+    }
     Ok(builtin(Opcode::Add, a)?.unwrap_or_else(|| T::from_lanes(|_| T::Scalar::from_bits(0))))
 }
 
