@@ -3,7 +3,7 @@
 //! rayon pool.
 
 use crate::buffer::HostBuffer;
-use crate::planes::{read_output, to_storage, Plane};
+use crate::planes::{read_output, uniform_words, Plane};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -190,9 +190,8 @@ impl CpuDevice {
                     }
                 }
                 (ParamKind::Uniform, Input::Uniform(c)) => {
-                    let s = c.ty.elem_scalar();
-                    for (l, &b) in c.lane_bits().iter().enumerate() {
-                        ctx[w + l] = to_storage(s, b);
+                    for (l, word) in uniform_words(c).enumerate() {
+                        ctx[w + l] = word;
                     }
                 }
                 _ => {}
@@ -251,27 +250,19 @@ impl CpuDevice {
         args: &[BufArg<'a>],
         shape: Option<&[usize]>,
     ) -> Result<BufferLaunch<'a>, RuntimeError> {
-        let descs: Vec<ArgDesc> = args.iter().map(BufArg::desc).collect();
-        let (p, _, _) = plan_program_launch_desc(m, name, &descs, shape)?;
-        check_ranges(
-            p,
-            args.iter().map(|a| match a {
-                BufArg::Array { buf, offset, shape } => {
-                    Some((*offset, shape.iter().product(), buf.len()))
-                }
+        let (lifted, all) = plan_buffers(
+            m,
+            name,
+            args,
+            shape,
+            BufArg::desc,
+            BufArg::Uniform,
+            |a| match a {
+                BufArg::Array { buf, offset, .. } => Some((*offset, buf.len())),
                 BufArg::Uniform(_) => None,
-            }),
+            },
         )?;
-        let uniforms: Vec<Option<Const>> = args.iter().map(BufArg::uniform).collect();
-        let lifted = weft_ir::passes::lift::prepare_launch_uniforms(m, name, &uniforms)?;
-        let mut all: Vec<BufArg<'a>> = args.to_vec();
-        let m = match &lifted {
-            Some((km, extra)) => {
-                all.extend(extra.iter().map(|c| BufArg::Uniform(*c)));
-                km
-            }
-            None => m,
-        };
+        let m = lifted.as_ref().unwrap_or(m);
         let descs: Vec<ArgDesc> = all.iter().map(BufArg::desc).collect();
         let (p, launch, n) = plan_program_launch_desc(m, name, &descs, shape)?;
         let kernel = self.kernel(m, name)?;
@@ -292,9 +283,8 @@ impl CpuDevice {
                     }
                 }
                 BufArg::Uniform(c) => {
-                    let s = c.ty.elem_scalar();
-                    for (l, &bits) in c.lane_bits().iter().enumerate() {
-                        ctx[w + l] = to_storage(s, bits);
+                    for (l, word) in uniform_words(c).enumerate() {
+                        ctx[w + l] = word;
                     }
                 }
             }
@@ -380,6 +370,50 @@ impl BufArg<'_> {
             BufArg::Array { .. } => None,
         }
     }
+}
+
+/// What the buffer launches of both devices share: checks the arguments against program
+/// `name` of `m` (types, shapes, and — through `range`, giving an array argument's first
+/// element and its buffer's length — element ranges inside their buffers), then lifts uniform
+/// work (DESIGN §4). Returns the module to compile when lifting changed it, and the
+/// arguments with the prologue's results appended as uniforms (made with `uniform`).
+pub(crate) fn plan_buffers<A: Clone>(
+    m: &Module,
+    name: &str,
+    args: &[A],
+    shape: Option<&[usize]>,
+    desc: impl for<'x> Fn(&'x A) -> ArgDesc<'x>,
+    uniform: impl Fn(Const) -> A,
+    range: impl Fn(&A) -> Option<(usize, usize)>,
+) -> Result<(Option<Module>, Vec<A>), RuntimeError> {
+    let descs: Vec<ArgDesc> = args.iter().map(&desc).collect();
+    let (p, _, _) = plan_program_launch_desc(m, name, &descs, shape)?;
+    check_ranges(
+        p,
+        args.iter().zip(&descs).map(|(a, d)| {
+            let n = match d {
+                ArgDesc::Array { shape, .. } => shape.iter().product(),
+                ArgDesc::Uniform(_) => 0,
+            };
+            range(a).map(|(offset, len)| (offset, n, len))
+        }),
+    )?;
+    let uniforms: Vec<Option<Const>> = descs
+        .iter()
+        .map(|d| match d {
+            ArgDesc::Uniform(c) => Some(*c),
+            ArgDesc::Array { .. } => None,
+        })
+        .collect();
+    let lifted = weft_ir::passes::lift::prepare_launch_uniforms(m, name, &uniforms)?;
+    let mut all = args.to_vec();
+    Ok((
+        lifted.map(|(km, extra)| {
+            all.extend(extra.into_iter().map(&uniform));
+            km
+        }),
+        all,
+    ))
 }
 
 /// Checks that every array argument's element range lies inside its buffer; errors name the

@@ -17,7 +17,7 @@
 
 use crate::buffer::HostBuffer;
 use crate::cpu::RuntimeError;
-use crate::planes::{fill_plane, plane_bytes, read_output, scalar_lanes, to_storage};
+use crate::planes::{fill_plane, plane_bytes, read_output, scalar_lanes, uniform_words};
 use cudarc::driver::{result, sys, CudaContext, CudaSlice, CudaStream, DevicePtr, DriverError};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void, CString};
@@ -788,9 +788,8 @@ impl CudaDevice {
                     }
                 }
                 (ParamKind::Uniform, Input::Uniform(c)) => {
-                    let s = c.ty.elem_scalar();
-                    for (l, &bits) in c.lane_bits().iter().enumerate() {
-                        words[w + l] = to_storage(s, bits);
+                    for (l, word) in uniform_words(c).enumerate() {
+                        words[w + l] = word;
                     }
                 }
                 _ => {}
@@ -961,17 +960,6 @@ impl CudaDevice {
         args: &[CudaArg],
         shape: Option<&[usize]>,
     ) -> Result<CudaBufferLaunch, RuntimeError> {
-        let descs: Vec<ArgDesc> = args.iter().map(CudaArg::desc).collect();
-        let (p, _, _) = plan_program_launch_desc(m, name, &descs, shape)?;
-        crate::cpu::check_ranges(
-            p,
-            args.iter().map(|a| match a {
-                CudaArg::Array { buf, offset, shape } => {
-                    Some((*offset, shape.iter().product(), buf.len))
-                }
-                CudaArg::Uniform(_) => None,
-            }),
-        )?;
         for a in args {
             if let CudaArg::Array { buf, .. } = a {
                 if !Arc::ptr_eq(&buf.dev, &self.inner) {
@@ -985,22 +973,14 @@ impl CudaDevice {
                 }
             }
         }
-        let uniforms: Vec<Option<Const>> = args
-            .iter()
-            .map(|a| match a {
-                CudaArg::Uniform(c) => Some(*c),
-                CudaArg::Array { .. } => None,
-            })
-            .collect();
-        let lifted = weft_ir::passes::lift::prepare_launch_uniforms(m, name, &uniforms)?;
-        let mut all: Vec<CudaArg> = args.to_vec();
-        let m = match &lifted {
-            Some((km, extra)) => {
-                all.extend(extra.iter().map(|c| CudaArg::Uniform(*c)));
-                km
-            }
-            None => m,
-        };
+        let (lifted, all) =
+            crate::cpu::plan_buffers(m, name, args, shape, CudaArg::desc, CudaArg::Uniform, |a| {
+                match a {
+                    CudaArg::Array { buf, offset, .. } => Some((*offset, buf.len)),
+                    CudaArg::Uniform(_) => None,
+                }
+            })?;
+        let m = lifted.as_ref().unwrap_or(m);
         let descs: Vec<ArgDesc> = all.iter().map(CudaArg::desc).collect();
         let (p, launch, n) = plan_program_launch_desc(m, name, &descs, shape)?;
         let cfg = self.config();
@@ -1025,9 +1005,8 @@ impl CudaDevice {
                     keep.push(buf.buf.clone());
                 }
                 CudaArg::Uniform(c) => {
-                    let s = c.ty.elem_scalar();
-                    for (l, &bits) in c.lane_bits().iter().enumerate() {
-                        words[w + l] = to_storage(s, bits);
+                    for (l, word) in uniform_words(c).enumerate() {
+                        words[w + l] = word;
                     }
                 }
             }

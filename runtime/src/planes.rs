@@ -19,6 +19,12 @@ pub(crate) fn to_storage(s: ScalarType, bits: u64) -> u64 {
     }
 }
 
+/// A uniform's context words: the storage bits of each tuple lane (docs/abi.md).
+pub(crate) fn uniform_words(c: &weft_ir::Const) -> impl Iterator<Item = u64> + '_ {
+    let s = c.ty.elem_scalar();
+    c.lane_bits().iter().map(move |&b| to_storage(s, b))
+}
+
 /// The canonical lane bits of type `s` from its storage bits (inverse of [`to_storage`]).
 pub(crate) fn from_storage(s: ScalarType, raw: u64) -> u64 {
     match s {
