@@ -16,6 +16,7 @@ use super::record::{lend, with_recorder, Raw, Top};
 use super::value::{IntoValue, Value};
 use crate::error::Error;
 use std::panic::Location;
+use weft_ir::builder::ProgramBuilder;
 use weft_ir::Const;
 
 /// The else part of an [`if_`]: [`If::else_`] records (or runs) the else arm. Dropping it
@@ -149,23 +150,44 @@ impl If {
     }
 }
 
-/// Records `if c { arm }` (no else arm); returns the outputs' must-assign state at the end
-/// of the arm (the state after the `if` is the one before it).
+/// The start of every recorded region: reserves variables, then takes the builder out of
+/// the recording (user closures run against the thread-local context while the builder
+/// records the region). Returns the recording's id, the outputs' must-assign state before the
+/// region, and the builder; `None` (after recording the error) if the region cannot start.
 #[track_caller]
-fn record_arm(
+fn begin_region(
     mut rec: Top,
-    c: weft_ir::Value,
-    arm: impl FnOnce(),
     location: &'static Location<'static>,
-) -> Option<Vec<bool>> {
+) -> Option<(u64, Vec<bool>, ProgramBuilder)> {
     if let Err(e) = rec.prepare_region() {
         rec.fail(relocate(e, location));
         return None;
     }
     let id = rec.id;
     let before = rec.definite();
-    let mut b = rec.builder.take()?;
-    drop(rec);
+    let b = rec.builder.take()?;
+    Some((id, before, b))
+}
+
+/// The end of every recorded region: gives the builder back to recording `id` with the
+/// outputs' must-assign state `definite`.
+fn end_region(id: u64, b: ProgramBuilder, definite: &[bool]) {
+    with_recorder(id, |r| {
+        r.builder = Some(b);
+        r.set_definite(definite);
+    });
+}
+
+/// Records `if c { arm }` (no else arm); returns the outputs' must-assign state at the end
+/// of the arm (the state after the `if` is the one before it).
+#[track_caller]
+fn record_arm(
+    rec: Top,
+    c: weft_ir::Value,
+    arm: impl FnOnce(),
+    location: &'static Location<'static>,
+) -> Option<Vec<bool>> {
+    let (id, before, mut b) = begin_region(rec, location)?;
     let mut arm_definite = None;
     b.if_else(
         c,
@@ -176,10 +198,7 @@ fn record_arm(
         },
         |_| vec![],
     );
-    with_recorder(id, |r| {
-        r.builder = Some(b);
-        r.set_definite(&before);
-    });
+    end_region(id, b, &before);
     arm_definite
 }
 
@@ -239,16 +258,9 @@ pub fn for_step(
             }
         }
     }
-    if let Err(e) = rec.prepare_region() {
-        rec.fail(relocate(e, location));
-        return;
-    }
-    let id = rec.id;
-    let before = rec.definite();
-    let Some(mut b) = rec.builder.take() else {
+    let Some((id, before, mut b)) = begin_region(rec, location) else {
         return;
     };
-    drop(rec);
     b.for_range(vals[0], vals[1], vals[2], |bb, iv| {
         lend(id, bb, || {
             if let Some(i) = with_recorder(id, |r| r.new_raw(iv)) {
@@ -256,10 +268,7 @@ pub fn for_step(
             }
         });
     });
-    with_recorder(id, |r| {
-        r.builder = Some(b);
-        r.set_definite(&before);
-    });
+    end_region(id, b, &before);
 }
 
 /// `while cond() { body() }` (the IR's `while`): the condition closure gives a
@@ -270,7 +279,7 @@ pub fn for_step(
 #[track_caller]
 pub fn while_<C: IntoValue<bool, 1>>(mut cond: impl FnMut() -> C, mut body: impl FnMut()) {
     let location = Location::caller();
-    let Some(mut rec) = Top::take() else {
+    let Some(rec) = Top::take() else {
         while cond()
             .into_operand()
             .to_const()
@@ -280,24 +289,14 @@ pub fn while_<C: IntoValue<bool, 1>>(mut cond: impl FnMut() -> C, mut body: impl
         }
         return;
     };
-    if let Err(e) = rec.prepare_region() {
-        rec.fail(relocate(e, location));
-        return;
-    }
-    let id = rec.id;
-    let before = rec.definite();
-    let Some(mut b) = rec.builder.take() else {
+    let Some((id, before, mut b)) = begin_region(rec, location) else {
         return;
     };
-    drop(rec);
     b.while_(
         |bb| lend(id, bb, || condition(id, cond(), location)),
         |bb| lend(id, bb, &mut body),
     );
-    with_recorder(id, |r| {
-        r.builder = Some(b);
-        r.set_definite(&before);
-    });
+    end_region(id, b, &before);
 }
 
 /// `do { body() } until cond()` (the IR's `do … until`): the body runs at least once; the
@@ -306,7 +305,7 @@ pub fn while_<C: IntoValue<bool, 1>>(mut cond: impl FnMut() -> C, mut body: impl
 #[track_caller]
 pub fn do_until<C: IntoValue<bool, 1>>(mut body: impl FnMut(), mut cond: impl FnMut() -> C) {
     let location = Location::caller();
-    let Some(mut rec) = Top::take() else {
+    let Some(rec) = Top::take() else {
         loop {
             body();
             let c = cond().into_operand().to_const();
@@ -316,16 +315,9 @@ pub fn do_until<C: IntoValue<bool, 1>>(mut body: impl FnMut(), mut cond: impl Fn
         }
         return;
     };
-    if let Err(e) = rec.prepare_region() {
-        rec.fail(relocate(e, location));
-        return;
-    }
-    let id = rec.id;
-    let before = rec.definite();
-    let Some(mut b) = rec.builder.take() else {
+    let Some((id, before, mut b)) = begin_region(rec, location) else {
         return;
     };
-    drop(rec);
     let mut after_body = None;
     b.do_until(
         |bb| {
@@ -336,10 +328,7 @@ pub fn do_until<C: IntoValue<bool, 1>>(mut body: impl FnMut(), mut cond: impl Fn
     );
     // The body runs at least once: what it assigns on every path is assigned after.
     let after = after_body.unwrap_or(before);
-    with_recorder(id, |r| {
-        r.builder = Some(b);
-        r.set_definite(&after);
-    });
+    end_region(id, b, &after);
 }
 
 /// The SSA value of a loop condition (a `false` constant after an error).
