@@ -3,6 +3,7 @@
 //! (implemented in [`transform`]).
 //! Exit codes: 0 success, 1 bad input (with a message naming the place), 2 usage.
 
+pub mod fuzz;
 pub mod transform;
 
 use crate::npy;
@@ -210,6 +211,39 @@ pub enum Command {
         #[arg(short, long, value_name = "OUT")]
         output: Option<PathBuf>,
     },
+    /// Differential fuzzing (DESIGN §6): random verified programs run on the interpreter and
+    /// on every backend and pass pipeline; results must be bit-identical. Every mismatch is
+    /// shrunk and written as a `.weft` filetest. Exit code 1 when any mismatch was found.
+    Fuzz {
+        /// Backends to check against the interpreter: `interp` (the pass pipelines and
+        /// program-algebra operations, run on the interpreter), `cranelift`, `llvm`, `cuda`.
+        #[arg(long, value_delimiter = ',', default_value = "interp,cranelift,llvm")]
+        backends: Vec<String>,
+        /// The seed (case i of a seed is always the same program and inputs).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// The first case index (with `--cases 1`, replays one case).
+        #[arg(long, default_value_t = 0)]
+        first: u64,
+        /// Stop after this long (e.g. `90s`, `10m`, `2h`).
+        #[arg(long, value_parser = fuzz::parse_duration, conflicts_with = "cases")]
+        time: Option<std::time::Duration>,
+        /// Stop after this many cases (default 1000 when no `--time`).
+        #[arg(long)]
+        cases: Option<u64>,
+        /// Where mismatches are written as filetests.
+        #[arg(long, default_value = "fuzz-failures")]
+        out_dir: PathBuf,
+        /// Worker threads (default: the number of cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+        /// Print every generated case (module and launch inputs) to stderr.
+        #[arg(long)]
+        dump: bool,
+    },
 }
 
 /// A CLI failure: a message for stderr; exit code 1.
@@ -315,6 +349,19 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
             loose,
             output.as_deref(),
             out,
+        ),
+        Command::Fuzz {
+            backends,
+            seed,
+            first,
+            time,
+            cases,
+            out_dir,
+            threads,
+            quiet,
+            dump,
+        } => fuzz::fuzz(
+            &backends, seed, first, time, cases, &out_dir, threads, quiet, dump, out,
         ),
         Command::Specialize {
             file,

@@ -132,6 +132,11 @@ impl CpuDevice {
         self.cache.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
+    /// Empties the kernel cache; a kernel's code is freed once no launch holds it.
+    pub fn clear_cache(&self) {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
     /// Applies program `name` over arrays (DESIGN §5), like
     /// [`weft_ir::Interpreter::apply`], on compiled code; results are bit-identical.
     pub fn apply(

@@ -646,6 +646,13 @@ impl CudaDevice {
         lock(&self.inner.resident).len()
     }
 
+    /// Empties the kernel cache and forgets every resident input; modules are unloaded once
+    /// no launch holds them.
+    pub fn clear_cache(&self) {
+        lock(&self.inner.kernels).clear();
+        self.clear_resident();
+    }
+
     /// Forgets every resident input (their device memory is freed once no prepared launch
     /// uses it); the next launch uploads its inputs again.
     pub fn clear_resident(&self) {

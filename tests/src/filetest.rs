@@ -35,9 +35,11 @@
 //! interpreter computed (for `test opt`, on the original module).
 
 use std::sync::Arc;
+pub use weft_fuzz::compare::same_bits;
+use weft_fuzz::compare::{fmt_array, fmt_value};
 use weft_ir::algebra::{self, AlgebraError};
 use weft_ir::interp::{Arg, Input, Interpreter};
-use weft_ir::konst::{canon, lane_f64, parse_lane};
+use weft_ir::konst::parse_lane;
 use weft_ir::lexer::{lex, Tok, TokKind};
 use weft_ir::{Const, HostArray, Loc, Module, ParamKind, Program, Type};
 
@@ -660,38 +662,6 @@ impl<'a> Cur<'a> {
         shape.extend(shape_inner.unwrap_or_default());
         Ok((shape, data))
     }
-}
-
-fn fmt_value(c: &Const) -> String {
-    c.to_string()
-}
-
-fn fmt_array(a: &HostArray) -> String {
-    fn rec(a: &HostArray, axis: usize, base: usize, stride: usize) -> String {
-        let n = a.shape[axis];
-        let inner = stride / n.max(1);
-        let parts: Vec<String> = (0..n)
-            .map(|i| {
-                if axis + 1 == a.shape.len() {
-                    fmt_value(&a.get(base + i))
-                } else {
-                    rec(a, axis + 1, base + i * inner, inner)
-                }
-            })
-            .collect();
-        format!("[{}]", parts.join(", "))
-    }
-    rec(a, 0, 0, a.len())
-}
-
-/// Bitwise equality of lanes, except that any NaN equals any NaN.
-pub fn same_bits(ty: Type, a: &[u64], b: &[u64]) -> bool {
-    let s = ty.elem_scalar();
-    a.len() == b.len()
-        && a.iter().zip(b).all(|(&x, &y)| {
-            canon(s, x) == canon(s, y)
-                || (s.is_float() && lane_f64(s, x).is_nan() && lane_f64(s, y).is_nan())
-        })
 }
 
 /// Runs one `; run:` line on `m`: on the interpreter, and on the compiled backends when

@@ -1,5 +1,5 @@
-//! weft-tests: the filetest runner (DESIGN §6) shared by the integration tests and tools, and
-//! the random program generator of the property tests.
+//! weft-tests: the filetest runner (DESIGN §6) shared by the integration tests and tools; the
+//! random program generator of the property tests lives in `weft-fuzz` and is re-exported.
 
 pub mod filetest;
-pub mod gen;
+pub use weft_fuzz::gen;

@@ -1,0 +1,113 @@
+//! `weft fuzz`: long differential fuzzing runs (weft-fuzz's runner) with a progress bar, a
+//! summary table, and every mismatch written as a filetest.
+
+use super::CliError;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+use weft_fuzz::{FuzzConfig, Target};
+
+/// Parses `90s`, `10m`, `2h` or a number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len()));
+    let x: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (e.g. 90s, 10m, 2h)"))?;
+    let secs = match unit {
+        "" | "s" => x,
+        "m" => x * 60.0,
+        "h" => x * 3600.0,
+        _ => return Err(format!("`{s}`: unknown unit `{unit}` (s, m or h)")),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Runs `weft fuzz` (see [`super::Command::Fuzz`]).
+#[allow(clippy::too_many_arguments)]
+pub fn fuzz(
+    backends: &[String],
+    seed: u64,
+    first: u64,
+    time: Option<Duration>,
+    cases: Option<u64>,
+    out_dir: &Path,
+    threads: Option<usize>,
+    quiet: bool,
+    dump: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let mut targets = Vec::new();
+    for b in backends {
+        let t = Target::of_backend(b.trim()).ok_or_else(|| {
+            format!("error: --backends: unknown backend `{b}` (interp, cranelift, llvm, cuda)")
+        })?;
+        targets.extend(t);
+    }
+    let cases = if time.is_none() { Some(cases.unwrap_or(1000)) } else { None };
+    let mut cfg = FuzzConfig {
+        seed,
+        first,
+        cases,
+        time,
+        targets,
+        out_dir: Some(out_dir.to_path_buf()),
+        dump,
+        ..FuzzConfig::default()
+    };
+    if let Some(t) = threads {
+        cfg.threads = t.max(1);
+    }
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else if let Some(n) = cases {
+        ProgressBar::new(n)
+    } else {
+        ProgressBar::new(time.map_or(0, |t| t.as_secs()))
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}",
+        )
+        .expect("template")
+        .progress_chars("=> "),
+    );
+    let timed = cases.is_none();
+    let progress = |s: &weft_fuzz::Summary| {
+        bar.set_position(if timed { s.elapsed.as_secs() } else { s.cases });
+        bar.set_message(format!(
+            "{} cases, {} discarded, {} mismatches",
+            s.cases,
+            s.discarded,
+            s.failures()
+        ));
+    };
+    // Backend panics are caught and reported as mismatches: keep them off the terminal.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = weft_fuzz::run(&cfg, &progress);
+    std::panic::set_hook(hook);
+    bar.finish_and_clear();
+    let s = result.map_err(|e| format!("error: {e}"))?;
+    let w = |out: &mut dyn Write, t: String| out.write_all(t.as_bytes()).map_err(|e| e.to_string());
+    w(out, format!("weft fuzz --seed {seed} --backends {}\n", backends.join(",")))?;
+    w(out, s.to_string())?;
+    for (i, e) in &s.errors {
+        w(out, format!("case {i}: {e}\n"))?;
+    }
+    for m in &s.mismatches {
+        let place = m.path.as_ref().map_or("(not written)".into(), |p| p.display().to_string());
+        let first_line = m.detail.lines().next().unwrap_or("");
+        w(out, format!("case {}: {first_line}\n  shrunk filetest: {place}\n", m.case))?;
+    }
+    if s.failures() > 0 {
+        return Err(CliError(format!(
+            "error: {} mismatches and {} generator/oracle errors (filetests in {})",
+            s.mismatches.len(),
+            s.errors.len(),
+            out_dir.display()
+        )));
+    }
+    Ok(())
+}

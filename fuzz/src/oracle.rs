@@ -1,0 +1,287 @@
+//! The differential oracle (DESIGN §6): runs a case on the interpreter (the definition of
+//! semantics) and on each target — the interpreter after pass pipelines and program-algebra
+//! operations, and the compiled backends — and compares the results bit for bit (any NaN =
+//! any NaN).
+
+use crate::case::Case;
+use crate::compare::{fmt_array, same_array};
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use weft_ir::interp::RunError;
+use weft_ir::{HostArray, Input, Interpreter, Module, ParamKind};
+use weft_runtime::{CpuDevice, CudaDevice, HostCompiler};
+
+/// What a case is checked on, against the interpreter on the original module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Target {
+    /// The interpreter on the module after a pass pipeline (names as in
+    /// [`weft_ir::passes::Pipeline`]; `"default"` is [`weft_ir::passes::DEFAULT_PIPELINE`]).
+    Pipeline(&'static str),
+    /// The interpreter on the launch after uniform lifting
+    /// ([`weft_ir::passes::lift::prepare_launch`]: prologue once, then the kernel).
+    LiftUniforms,
+    /// Tight binding (DESIGN §4): every uniform bound to its value
+    /// ([`weft_ir::algebra::bind`]), then the default pipeline; applies when there are
+    /// uniforms.
+    Bind,
+    /// Specialization: `keep` of the last output, then `dce-inputs`; applies when there are
+    /// two outputs or more.
+    Keep,
+    /// Cranelift on the CPU device.
+    Cranelift,
+    /// LLVM host code on the CPU device.
+    Llvm,
+    /// LLVM PTX on a CUDA device.
+    Cuda,
+}
+
+/// The pipelines run as [`Target::Pipeline`]: the default one and each pass alone.
+pub const PIPELINES: [&str; 7] = ["default", "inline", "fold", "cse", "dce", "licm", "math"];
+
+impl Target {
+    /// The targets of a backend name as `weft fuzz --backends` takes them: `interp` (every
+    /// pipeline and algebra row), `cranelift`, `llvm`, `cuda`.
+    pub fn of_backend(name: &str) -> Option<Vec<Target>> {
+        Some(match name {
+            "interp" => {
+                let mut v: Vec<Target> = PIPELINES.iter().map(|&p| Target::Pipeline(p)).collect();
+                v.extend([Target::LiftUniforms, Target::Bind, Target::Keep]);
+                v
+            }
+            "cranelift" => vec![Target::Cranelift],
+            "llvm" => vec![Target::Llvm],
+            "cuda" => vec![Target::Cuda],
+            _ => return None,
+        })
+    }
+
+    /// True for the compiled backends.
+    pub fn is_backend(self) -> bool {
+        matches!(self, Target::Cranelift | Target::Llvm | Target::Cuda)
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Pipeline(p) => write!(f, "interp+{p}"),
+            Target::LiftUniforms => write!(f, "interp+lift-uniforms"),
+            Target::Bind => write!(f, "interp+bind"),
+            Target::Keep => write!(f, "interp+keep"),
+            Target::Cranelift => write!(f, "cranelift"),
+            Target::Llvm => write!(f, "llvm"),
+            Target::Cuda => write!(f, "cuda"),
+        }
+    }
+}
+
+/// The devices the backend targets run on (kept per worker thread; the CUDA device is
+/// shared).
+pub struct Devices<'a> {
+    /// Cranelift.
+    pub cranelift: CpuDevice,
+    /// LLVM host code.
+    pub llvm: CpuDevice,
+    /// The GPU, when `cuda` is a target.
+    pub cuda: Option<&'a CudaDevice>,
+}
+
+impl<'a> Devices<'a> {
+    /// CPU devices with empty caches, and `cuda`.
+    pub fn new(cuda: Option<&'a CudaDevice>) -> Devices<'a> {
+        Devices {
+            cranelift: CpuDevice::new(),
+            llvm: CpuDevice::with_compiler(HostCompiler::Llvm(Default::default())),
+            cuda,
+        }
+    }
+
+    /// Drops the compiled kernels (a fuzz run compiles every case once).
+    pub fn clear(&self) {
+        self.cranelift.clear_cache();
+        self.llvm.clear_cache();
+        if let Some(c) = self.cuda {
+            c.clear_cache();
+        }
+    }
+}
+
+/// The interpreter's verdict on a case.
+pub enum Oracle {
+    /// The expected outputs.
+    Outputs(Vec<HostArray>),
+    /// The interpreter ran out of fuel: the case is discarded.
+    OutOfFuel,
+}
+
+/// Fuel per element for the oracle (generated loops are bounded; this catches a runaway).
+pub const FUEL: u64 = 1_000_000;
+
+/// Runs `case` on the interpreter.
+///
+/// # Errors
+/// Any run error other than fuel exhaustion, or a panic, as a message (a generator or
+/// interpreter bug).
+pub fn oracle(case: &Case) -> Result<Oracle, String> {
+    guarded(|| {
+        let mut it = Interpreter::new(&case.gen.module);
+        it.fuel = FUEL;
+        match it.apply(&case.gen.name, &case.inputs, case.explicit_shape()) {
+            Ok(o) => Ok(Oracle::Outputs(o)),
+            Err(RunError::OutOfFuel { .. }) => Ok(Oracle::OutOfFuel),
+            Err(e) => Err(format!("the interpreter failed: {e}")),
+        }
+    })
+}
+
+/// Runs `f`, turning a panic into an error message.
+fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let msg = (p.downcast_ref::<String>().cloned())
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic".into());
+        Err(format!("panicked: {msg}"))
+    })
+}
+
+/// The interpreter on program `name` of `m` over the launch `shape` (passed on only when the
+/// program has no varying input: a derived program may have lost them).
+fn interp(m: &Module, name: &str, inputs: &[Input], shape: &[usize]) -> Result<Vec<HostArray>, String> {
+    let varying = m.get(name).is_some_and(|p| p.params.iter().any(|x| x.kind == ParamKind::Varying));
+    let mut it = Interpreter::new(m);
+    it.fuel = FUEL * 4;
+    it.apply(name, inputs, (!varying).then_some(shape)).map_err(|e| e.to_string())
+}
+
+/// Runs `case` on `target`: `None` when the target does not apply to it, else the outputs to
+/// compare with the oracle's — for [`Target::Keep`], the last output only — or an error
+/// message.
+fn run_target(case: &Case, target: Target, dev: &Devices) -> Option<Result<Vec<HostArray>, String>> {
+    if !applies(case, target) {
+        return None;
+    }
+    let (m, name, shape) = (&case.gen.module, case.gen.name.as_str(), case.explicit_shape());
+    let p = case.gen.program();
+    let inputs = &case.inputs;
+    let optimized = |mut m2: Module, pl: &str, ins: &[Input]| {
+        weft_ir::passes::run_pipeline(&mut m2, pl).map_err(|e| e.to_string())?;
+        interp(&m2, name, ins, &case.shape)
+    };
+    Some(guarded(|| match target {
+        Target::Pipeline(pl) => {
+            let pl = if pl == "default" { weft_ir::passes::DEFAULT_PIPELINE } else { pl };
+            optimized(m.clone(), pl, inputs)
+        }
+        Target::LiftUniforms => {
+            let lifted = weft_ir::passes::lift::prepare_launch(m, name, inputs);
+            match lifted.map_err(|e| e.to_string())? {
+                Some((km, ins)) => interp(&km, name, &ins, &case.shape),
+                // Nothing to lift: the launch runs the program as it is.
+                None => interp(m, name, inputs, &case.shape),
+            }
+        }
+        Target::Bind => {
+            let mut q = p.clone();
+            for (i, (par, x)) in p.params.iter().zip(inputs).enumerate() {
+                if let (ParamKind::Uniform, Input::Uniform(c)) = (par.kind, x) {
+                    q = weft_ir::algebra::bind(&q, p.param_name(i), c).map_err(|e| e.to_string())?;
+                }
+            }
+            let rest = inputs_by_name(p, &q, inputs);
+            optimized(with_program(m, q), weft_ir::passes::DEFAULT_PIPELINE, &rest)
+        }
+        Target::Keep => {
+            let last = p.output_name(p.outputs.len() - 1);
+            let q = weft_ir::algebra::keep(p, &[last.as_str()]).map_err(|e| e.to_string())?;
+            let rest = inputs_by_name(p, &q, inputs);
+            optimized(with_program(m, q), "dce", &rest)
+        }
+        Target::Cranelift => dev.cranelift.apply(m, name, inputs, shape).map_err(|e| e.to_string()),
+        Target::Llvm => dev.llvm.apply(m, name, inputs, shape).map_err(|e| e.to_string()),
+        Target::Cuda => match dev.cuda {
+            Some(c) => c.apply(m, name, inputs, shape).map_err(|e| e.to_string()),
+            None => Err("no CUDA device".into()),
+        },
+    }))
+}
+
+/// The inputs of `q` (derived from `p`, perhaps with fewer inputs) picked from `p`'s by name.
+fn inputs_by_name(p: &weft_ir::Program, q: &weft_ir::Program, inputs: &[Input]) -> Vec<Input> {
+    (0..q.params.len())
+        .filter_map(|j| {
+            let i = (0..p.params.len()).find(|&i| p.param_name(i) == q.param_name(j))?;
+            Some(inputs[i].clone())
+        })
+        .collect()
+}
+
+/// Whether `target` applies to `case` (bind needs a uniform, keep two outputs).
+pub fn applies(case: &Case, target: Target) -> bool {
+    let p = case.gen.program();
+    match target {
+        Target::Bind => p.params.iter().any(|par| par.kind == ParamKind::Uniform),
+        Target::Keep => p.outputs.len() >= 2,
+        _ => true,
+    }
+}
+
+fn with_program(m: &Module, q: weft_ir::Program) -> Module {
+    let mut m2 = m.clone();
+    if let Some(slot) = m2.programs.iter_mut().find(|x| x.name == q.name) {
+        *slot = q;
+    }
+    m2
+}
+
+/// The result of checking one case on one target.
+pub enum Check {
+    /// The target does not apply to this case.
+    Skipped,
+    /// Same results as the interpreter.
+    Same,
+    /// Different results, or a failure: what differs.
+    Differs(String),
+}
+
+/// Checks `case` on `target` against the oracle's outputs `want`.
+pub fn check(case: &Case, target: Target, want: &[HostArray], dev: &Devices) -> Check {
+    let Some(got) = run_target(case, target, dev) else {
+        return Check::Skipped;
+    };
+    let want = if target == Target::Keep { &want[want.len() - 1..] } else { want };
+    match got {
+        Err(e) => Check::Differs(format!("{target} failed: {e}")),
+        Ok(got) => {
+            if got.len() != want.len() {
+                return Check::Differs(format!("{target} gave {} outputs, the interpreter {}", got.len(), want.len()));
+            }
+            let p = case.gen.program();
+            for (k, (g, w)) in got.iter().zip(want).enumerate() {
+                if !same_array(g, w) {
+                    let k = if target == Target::Keep { p.outputs.len() - 1 } else { k };
+                    let first = (0..w.len().min(g.len()))
+                        .find(|&i| !same_array(&one(g, i), &one(w, i)))
+                        .unwrap_or(0);
+                    return Check::Differs(format!(
+                        "{target}: output {k} element {first}: interp {}, {target} {}\n  interp {}\n  {target} {}",
+                        w.get(first),
+                        g.get(first),
+                        fmt_array(w),
+                        fmt_array(g)
+                    ));
+                }
+            }
+            Check::Same
+        }
+    }
+}
+
+/// Element `i` of `a` as a one-element array.
+fn one(a: &HostArray, i: usize) -> HostArray {
+    let l = a.data.len() / a.len().max(1);
+    HostArray {
+        elem: a.elem,
+        shape: vec![1],
+        data: a.data.get(i * l..(i + 1) * l).map(<[u64]>::to_vec).unwrap_or_default(),
+    }
+}
