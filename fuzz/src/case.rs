@@ -5,8 +5,9 @@
 use crate::compare::{fmt_array, fmt_value};
 use crate::gen::{array, array_shape, module, value, GenConfig, Generated};
 use proptest::prelude::*;
+use std::collections::BTreeSet;
 use std::fmt;
-use weft_ir::{HostArray, Input, ParamKind};
+use weft_ir::{Boundary, HostArray, Input, ParamKind, ScalarType, OP_TABLE};
 
 /// One generated program and the inputs of one launch of it.
 #[derive(Clone)]
@@ -68,6 +69,67 @@ impl Case {
         s.push('\n');
         s
     }
+}
+
+/// The features a case exercises, as `kind:name` keys: `op:MNEMONIC` for every op of its
+/// module, `scalar:S` and `lanes:N` for the types of its values, `boundary:MODE` and
+/// `array-dims:D` for its array inputs, `launch-dims:D`, and `no-varying` for a launch over
+/// an explicit shape. [`all_features`] lists every key.
+pub fn features(c: &Case) -> BTreeSet<String> {
+    let mut f = BTreeSet::new();
+    for p in &c.gen.module.programs {
+        p.walk(&mut |op| {
+            let d = p.op(op);
+            f.insert(format!("op:{}", d.opcode.mnemonic()));
+            for &v in d.results.iter().chain(&d.args) {
+                if let Some((s, n)) = p.ty(v).lanes() {
+                    f.insert(format!("scalar:{}", s.name()));
+                    f.insert(format!("lanes:{n}"));
+                }
+            }
+        });
+        for par in &p.params {
+            if let Some((d, _, b)) = p.ty(par.value).array_parts() {
+                let b = match b {
+                    Boundary::Clamp => "clamp",
+                    Boundary::Repeat => "repeat",
+                    Boundary::Constant(_) => "constant",
+                };
+                f.insert(format!("boundary:{b}"));
+                f.insert(format!("array-dims:{d}"));
+            }
+        }
+    }
+    f.insert(format!("launch-dims:{}", c.shape.len()));
+    if c.explicit_shape().is_some() {
+        f.insert("no-varying".into());
+    }
+    f
+}
+
+/// Every key [`features`] can give.
+pub fn all_features() -> BTreeSet<String> {
+    let mut f: BTreeSet<String> = OP_TABLE
+        .iter()
+        .map(|i| format!("op:{}", i.mnemonic))
+        .collect();
+    f.extend(
+        ScalarType::ALL
+            .iter()
+            .map(|s| format!("scalar:{}", s.name())),
+    );
+    for n in 1..=4 {
+        f.insert(format!("lanes:{n}"));
+    }
+    for b in ["clamp", "repeat", "constant"] {
+        f.insert(format!("boundary:{b}"));
+    }
+    for d in 1..=3 {
+        f.insert(format!("array-dims:{d}"));
+        f.insert(format!("launch-dims:{d}"));
+    }
+    f.insert("no-varying".into());
+    f
 }
 
 impl fmt::Debug for Case {

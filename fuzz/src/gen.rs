@@ -204,7 +204,9 @@ enum Step {
 /// Types of values in the basic subset (weighted toward f32 and i32).
 const BASIC_TYS: [ScalarType; 6] = [F32, I32, F32, I32, U32, F64];
 /// Scalar types of the full generator (weighted toward f32 and i32).
-const FULL_SCALARS: [ScalarType; 14] = [F32, I32, F32, I32, F64, F16, I8, I16, I64, U8, U16, U32, U64, Bool];
+const FULL_SCALARS: [ScalarType; 14] = [
+    F32, I32, F32, I32, F64, F16, I8, I16, I64, U8, U16, U32, U64, Bool,
+];
 const CMP: [O; 6] = [O::Eq, O::Ne, O::Lt, O::Le, O::Gt, O::Ge];
 
 /// Special values of `s` (as canonical lane bits): the cases where semantics are subtle.
@@ -388,47 +390,103 @@ fn lit() -> BoxedStrategy<Lit> {
 fn simple_step(full: bool) -> BoxedStrategy<Step> {
     let u8s = any::<u8>;
     let mut arms: Vec<(u32, BoxedStrategy<Step>)> = vec![
-        (6, (u8s(), u8s(), sel(), sel()).prop_map(|(o, t, a, b)| Step::Bin(o, t, a, b)).boxed()),
-        (2, (u8s(), u8s(), sel()).prop_map(|(o, t, a)| Step::Un(o, t, a)).boxed()),
-        (2, (u8s(), u8s(), sel(), sel()).prop_map(|(o, t, a, b)| Step::Cmp(o, t, a, b)).boxed()),
+        (
+            6,
+            (u8s(), u8s(), sel(), sel())
+                .prop_map(|(o, t, a, b)| Step::Bin(o, t, a, b))
+                .boxed(),
+        ),
+        (
+            2,
+            (u8s(), u8s(), sel())
+                .prop_map(|(o, t, a)| Step::Un(o, t, a))
+                .boxed(),
+        ),
+        (
+            2,
+            (u8s(), u8s(), sel(), sel())
+                .prop_map(|(o, t, a, b)| Step::Cmp(o, t, a, b))
+                .boxed(),
+        ),
         (
             2,
             (u8s(), any::<bool>(), sel(), sel(), sel())
                 .prop_map(move |(t, l, c, a, b)| Step::Select(t, l && full, c, a, b))
                 .boxed(),
         ),
-        (2, (u8s(), u8s(), sel()).prop_map(|(to, from, a)| Step::Cast(to, from, a)).boxed()),
-        (3, (u8s(), lit()).prop_map(|(t, l)| Step::Const(t, l)).boxed()),
+        (
+            2,
+            (u8s(), u8s(), sel())
+                .prop_map(|(to, from, a)| Step::Cast(to, from, a))
+                .boxed(),
+        ),
+        (
+            3,
+            (u8s(), lit()).prop_map(|(t, l)| Step::Const(t, l)).boxed(),
+        ),
     ];
     if full {
         let lanes4 = prop::array::uniform4(0u8..4);
         arms.extend([
-            (1, (u8s(), sel(), sel(), sel()).prop_map(|(t, a, b, c)| Step::Fma(t, a, b, c)).boxed()),
-            (1, (u8s(), u8s(), sel()).prop_map(|(t, to, a)| Step::Bitcast(t, to, a)).boxed()),
+            (
+                1,
+                (u8s(), sel(), sel(), sel())
+                    .prop_map(|(t, a, b, c)| Step::Fma(t, a, b, c))
+                    .boxed(),
+            ),
+            (
+                1,
+                (u8s(), u8s(), sel())
+                    .prop_map(|(t, to, a)| Step::Bitcast(t, to, a))
+                    .boxed(),
+            ),
             (
                 1,
                 (u8s(), u8s(), prop::array::uniform4(sel()))
                     .prop_map(|(t, n, l)| Step::Tuple(t, n, l))
                     .boxed(),
             ),
-            (1, (u8s(), u8s(), sel()).prop_map(|(t, l, a)| Step::Extract(t, l, a)).boxed()),
             (
                 1,
-                (u8s(), u8s(), sel(), sel()).prop_map(|(t, m, a, b)| Step::Insert(t, m, a, b)).boxed(),
+                (u8s(), u8s(), sel())
+                    .prop_map(|(t, l, a)| Step::Extract(t, l, a))
+                    .boxed(),
             ),
             (
                 1,
-                (u8s(), lanes4, 1u8..=4, sel()).prop_map(|(t, l, n, a)| Step::Swizzle(t, l, n, a)).boxed(),
+                (u8s(), u8s(), sel(), sel())
+                    .prop_map(|(t, m, a, b)| Step::Insert(t, m, a, b))
+                    .boxed(),
             ),
-            (1, (u8s(), u8s(), sel(), sel()).prop_map(|(o, t, a, b)| Step::Geom(o, t, a, b)).boxed()),
-            (1, (any::<bool>(), any::<bool>()).prop_map(|(s, w)| Step::Builtin(s, w)).boxed()),
+            (
+                1,
+                (u8s(), lanes4, 1u8..=4, sel())
+                    .prop_map(|(t, l, n, a)| Step::Swizzle(t, l, n, a))
+                    .boxed(),
+            ),
+            (
+                1,
+                (u8s(), u8s(), sel(), sel())
+                    .prop_map(|(o, t, a, b)| Step::Geom(o, t, a, b))
+                    .boxed(),
+            ),
+            (
+                1,
+                (any::<bool>(), any::<bool>())
+                    .prop_map(|(s, w)| Step::Builtin(s, w))
+                    .boxed(),
+            ),
         ]);
     }
     prop::strategy::Union::new_weighted(arms).boxed()
 }
 
 fn bound() -> BoxedStrategy<Bound> {
-    prop_oneof![(0u8..6).prop_map(Bound::Const), sel().prop_map(Bound::Computed)].boxed()
+    prop_oneof![
+        (0u8..6).prop_map(Bound::Const),
+        sel().prop_map(Bound::Computed)
+    ]
+    .boxed()
 }
 
 /// A step; `depth` > 0 allows control flow whose regions hold steps of `depth - 1`.
@@ -437,19 +495,42 @@ fn step(full: bool, depth: u32, calls: bool, arrays: bool) -> BoxedStrategy<Step
     if depth > 0 {
         let inner = move |min| prop::collection::vec(step(full, depth - 1, calls, arrays), min..4);
         let cond = prop_oneof![3 => Just(None), 1 => any::<bool>().prop_map(Some)];
-        let if_ = (cond, sel(), any::<u8>(), inner(0), inner(0), out_sel(), out_sel())
+        let if_ = (
+            cond,
+            sel(),
+            any::<u8>(),
+            inner(0),
+            inner(0),
+            out_sel(),
+            out_sel(),
+        )
             .prop_map(|(k, c, t, a, b, ya, yb)| Step::If(k, c, t, a, b, ya, yb));
         let bound = if full {
             bound()
         } else {
             (0u8..6).prop_map(Bound::Const).boxed()
         };
-        let for_ = (bound.clone(), 1u8..=3, any::<u8>(), sel(), inner(1), out_sel())
+        let for_ = (
+            bound.clone(),
+            1u8..=3,
+            any::<u8>(),
+            sel(),
+            inner(1),
+            out_sel(),
+        )
             .prop_map(|(k, st, t, init, body, y)| Step::For(k, st, t, init, body, y));
         arms.push((2, if_.boxed()));
         arms.push((2, for_.boxed()));
         if full {
-            let loop_ = (any::<bool>(), bound, any::<u8>(), sel(), inner(1), out_sel(), sel())
+            let loop_ = (
+                any::<bool>(),
+                bound,
+                any::<u8>(),
+                sel(),
+                inner(1),
+                out_sel(),
+                sel(),
+            )
                 .prop_map(|(w, k, t, init, body, y, c)| Step::Loop(w, k, t, init, body, y, c));
             arms.push((2, loop_.boxed()));
         }
@@ -458,11 +539,20 @@ fn step(full: bool, depth: u32, calls: bool, arrays: bool) -> BoxedStrategy<Step
         arms.push((1, prop::array::uniform4(sel()).prop_map(Step::Call).boxed()));
     }
     if arrays {
-        let read = (any::<u8>(), sel(), prop::bool::weighted(if full { 0.3 } else { 0.0 }))
+        let read = (
+            any::<u8>(),
+            sel(),
+            prop::bool::weighted(if full { 0.3 } else { 0.0 }),
+        )
             .prop_map(|(a, c, w)| Step::Read(a, c, w));
         arms.push((2, read.boxed()));
         if full {
-            arms.push((1, (any::<u8>(), any::<bool>()).prop_map(|(a, w)| Step::Extent(a, w)).boxed()));
+            arms.push((
+                1,
+                (any::<u8>(), any::<bool>())
+                    .prop_map(|(a, w)| Step::Extent(a, w))
+                    .boxed(),
+            ));
         }
     }
     prop::strategy::Union::new_weighted(arms).boxed()
@@ -471,7 +561,9 @@ fn step(full: bool, depth: u32, calls: bool, arrays: bool) -> BoxedStrategy<Step
 /// A type for inputs and outputs: mostly scalars, a quarter tuples (full), or one of
 /// [`BASIC_TYS`].
 fn any_type(full: bool) -> BoxedStrategy<Type> {
-    any::<u8>().prop_map(move |t| type_of(full, t | 128)).boxed()
+    any::<u8>()
+        .prop_map(move |t| type_of(full, t | 128))
+        .boxed()
 }
 
 /// The type selector `t` (≥ 128) names: in the full generator a scalar of
@@ -501,7 +593,12 @@ fn recipe(cfg: &GenConfig) -> BoxedStrategy<Recipe> {
         None => prop::collection::vec(any_type(false), 1..=3).boxed(),
     };
     let uniforms = prop::collection::vec(any_type(full), 0..=if cfg.uniforms { 2 } else { 0 });
-    let spec = (1u8..=if full { 3 } else { 1 }, any::<u8>(), 0u8..if full { 3 } else { 1 }, lit())
+    let spec = (
+        1u8..=if full { 3 } else { 1 },
+        any::<u8>(),
+        0u8..if full { 3 } else { 1 },
+        lit(),
+    )
         .prop_map(move |(dims, elem, boundary, konst)| ArraySpec {
             dims,
             elem: if full { elem | 128 } else { 0 },
@@ -516,7 +613,11 @@ fn recipe(cfg: &GenConfig) -> BoxedStrategy<Recipe> {
             .prop_map(|(yes, s)| if yes { vec![s] } else { Vec::new() })
             .boxed(),
     };
-    let dims = if full { (1u8..=3).boxed() } else { Just(1u8).boxed() };
+    let dims = if full {
+        (1u8..=3).boxed()
+    } else {
+        Just(1u8).boxed()
+    };
     let depth = if full { 3 } else { 1 };
     let steps = prop::collection::vec(
         step(full, depth, cfg.callee.is_some(), cfg.arrays),
@@ -548,7 +649,9 @@ fn recipe(cfg: &GenConfig) -> BoxedStrategy<Recipe> {
         None => Just(None).boxed(),
     };
     let sink = prop::bool::weighted(0.6);
-    (varying, uniforms, arrays, dims, steps, outputs, callee, sink)
+    (
+        varying, uniforms, arrays, dims, steps, outputs, callee, sink,
+    )
         .prop_map(
             |(varying, uniforms, arrays, dims, steps, outputs, callee, sink)| Recipe {
                 varying,
@@ -587,7 +690,11 @@ fn konst(t: Type, lit: &Lit) -> Const {
         .map(|i| match *lit {
             Lit::Special(k) => {
                 let sp = specials(s);
-                let k = if k == 0 { 0 } else { k as usize + i as usize * 5 };
+                let k = if k == 0 {
+                    0
+                } else {
+                    k as usize + i as usize * 5
+                };
                 sp[k % sp.len()]
             }
             Lit::Bits(x) => canon(s, x.rotate_left(17 * i as u32)),
@@ -736,7 +843,13 @@ impl Pool {
             }
             let lane = self.get(b, Type::scalar(s), sel);
             let lanes: Vec<Value> = (0..n)
-                .map(|i| if i == 0 { lane } else { self.get(b, Type::scalar(s), sel + i as u16) })
+                .map(|i| {
+                    if i == 0 {
+                        lane
+                    } else {
+                        self.get(b, Type::scalar(s), sel + i as u16)
+                    }
+                })
                 .collect();
             return b.tuple(&lanes);
         }
@@ -766,7 +879,11 @@ impl Pool {
         let o_bits = int_bits(b, out);
         let bt = b.program().ty(o_bits);
         let h = b.cast(h, Type::scalar(bt.elem_scalar()));
-        let h = if on == 1 { h } else { b.tuple(&vec![h; on as usize]) };
+        let h = if on == 1 {
+            h
+        } else {
+            b.tuple(&vec![h; on as usize])
+        };
         let r = b.op(O::Xor, &[o_bits, h]);
         if os.is_float() {
             b.bitcast(r, ot)
@@ -832,13 +949,32 @@ fn binary_ops(s: ScalarType, full: bool) -> Vec<O> {
     match s {
         Bool => vec![O::And, O::Or, O::Xor],
         s if s.is_float() && full => vec![
-            O::Add, O::Sub, O::Mul, O::Div, O::Rem, O::Min, O::Max, O::Add, O::Mul, O::Pow,
+            O::Add,
+            O::Sub,
+            O::Mul,
+            O::Div,
+            O::Rem,
+            O::Min,
+            O::Max,
+            O::Add,
+            O::Mul,
+            O::Pow,
             O::Atan2,
         ],
         s if s.is_float() => vec![O::Add, O::Sub, O::Mul, O::Div, O::Rem, O::Min, O::Max],
         _ => vec![
-            O::Add, O::Sub, O::Mul, O::Div, O::Rem, O::Min, O::Max, O::And, O::Or, O::Xor,
-            O::Shl, O::Shr,
+            O::Add,
+            O::Sub,
+            O::Mul,
+            O::Div,
+            O::Rem,
+            O::Min,
+            O::Max,
+            O::And,
+            O::Or,
+            O::Xor,
+            O::Shl,
+            O::Shr,
         ],
     }
 }
@@ -848,8 +984,24 @@ fn unary_ops(s: ScalarType, full: bool) -> Vec<O> {
     match s {
         Bool => vec![O::Not],
         s if s.is_float() && full => vec![
-            O::Neg, O::Abs, O::Sqrt, O::Neg, O::Abs, O::Sqrt, O::Rsqrt, O::Exp, O::Exp2, O::Log,
-            O::Log2, O::Sin, O::Cos, O::Tan, O::Floor, O::Ceil, O::Round, O::Trunc,
+            O::Neg,
+            O::Abs,
+            O::Sqrt,
+            O::Neg,
+            O::Abs,
+            O::Sqrt,
+            O::Rsqrt,
+            O::Exp,
+            O::Exp2,
+            O::Log,
+            O::Log2,
+            O::Sin,
+            O::Cos,
+            O::Tan,
+            O::Floor,
+            O::Ceil,
+            O::Round,
+            O::Trunc,
         ],
         s if s.is_float() => vec![O::Neg, O::Abs, O::Sqrt],
         _ => vec![O::Neg, O::Abs, O::Not],
@@ -900,13 +1052,21 @@ fn emit(b: &mut ProgramBuilder, env: &Env, pool: &mut Pool, step: &Step) {
         }
         Step::Cmp(o, t, x, y) => {
             let t = pool.ty(t);
-            let ops = if t.elem_scalar() == Bool { &CMP[..2] } else { &CMP[..] };
+            let ops = if t.elem_scalar() == Bool {
+                &CMP[..2]
+            } else {
+                &CMP[..]
+            };
             let (x, y) = pool.get2(b, t, x, y);
             b.op(ops[o as usize % ops.len()], &[x, y])
         }
         Step::Select(t, per_lane, c, x, y) => {
             let t = pool.ty(t);
-            let ct = if per_lane { t.with_elem(Bool) } else { Type::bool() };
+            let ct = if per_lane {
+                t.with_elem(Bool)
+            } else {
+                Type::bool()
+            };
             let c = pool.get(b, ct, c);
             let (x, y) = pool.get2(b, t, x, y);
             b.select(c, x, y)
@@ -946,6 +1106,15 @@ fn emit(b: &mut ProgramBuilder, env: &Env, pool: &mut Pool, step: &Step) {
                 return;
             };
             let x = pool.get(b, t, x);
+            // NaN payloads are unspecified (DESIGN §3): bitcast a float only after replacing
+            // any NaN by one quiet NaN.
+            let x = if s.is_float() {
+                let nan = b.constant(konst(t, &Lit::Special(0)));
+                let ok = b.op(O::Eq, &[x, x]);
+                b.select(ok, x, nan)
+            } else {
+                x
+            };
             b.bitcast(x, t.with_elem(u))
         }
         Step::Const(t, ref lit) => {
@@ -970,7 +1139,11 @@ fn emit(b: &mut ProgramBuilder, env: &Env, pool: &mut Pool, step: &Step) {
             let Some(t) = tuple_type(pool, t) else { return };
             let (s, n) = t.lanes().expect("tuple");
             let lanes: Vec<u8> = (0..n).filter(|i| mask >> i & 1 == 1).collect();
-            let lanes = if lanes.is_empty() { vec![mask % n] } else { lanes };
+            let lanes = if lanes.is_empty() {
+                vec![mask % n]
+            } else {
+                lanes
+            };
             let vt = if lanes.len() == 1 {
                 Type::scalar(s)
             } else {
@@ -1159,15 +1332,17 @@ fn tuple_type(pool: &Pool, t: u8) -> Option<Type> {
 /// Builds program `cfg.name` from `r` (with its callee first, if any) and verifies it;
 /// `index`/`shape` have `dims` lanes (a callee's are its caller's).
 fn build(cfg: &GenConfig, r: &Recipe, dims: u8) -> Module {
-    let callee_mod = (cfg.callee.as_deref()).zip(r.callee.as_deref()).map(|(c, cr)| {
-        let ccfg = GenConfig {
-            name: c.to_string(),
-            callee: None,
-            prefix: String::new(),
-            ..cfg.clone()
-        };
-        build(&ccfg, cr, dims)
-    });
+    let callee_mod = (cfg.callee.as_deref())
+        .zip(r.callee.as_deref())
+        .map(|(c, cr)| {
+            let ccfg = GenConfig {
+                name: c.to_string(),
+                callee: None,
+                prefix: String::new(),
+                ..cfg.clone()
+            };
+            build(&ccfg, cr, dims)
+        });
     let prefix = &cfg.prefix;
     let mut b = ProgramBuilder::new(cfg.name.as_str());
     let mut inputs: Vec<Value> = (r.varying.iter().enumerate())

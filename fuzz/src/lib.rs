@@ -17,4 +17,4 @@ pub mod runner;
 
 pub use case::Case;
 pub use oracle::Target;
-pub use runner::{run, FuzzConfig, Mismatch, Summary};
+pub use runner::{case_at, run, FuzzConfig, Mismatch, Summary};

@@ -146,21 +146,37 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
 
 /// The interpreter on program `name` of `m` over the launch `shape` (passed on only when the
 /// program has no varying input: a derived program may have lost them).
-fn interp(m: &Module, name: &str, inputs: &[Input], shape: &[usize]) -> Result<Vec<HostArray>, String> {
-    let varying = m.get(name).is_some_and(|p| p.params.iter().any(|x| x.kind == ParamKind::Varying));
+fn interp(
+    m: &Module,
+    name: &str,
+    inputs: &[Input],
+    shape: &[usize],
+) -> Result<Vec<HostArray>, String> {
+    let varying = m
+        .get(name)
+        .is_some_and(|p| p.params.iter().any(|x| x.kind == ParamKind::Varying));
     let mut it = Interpreter::new(m);
     it.fuel = FUEL * 4;
-    it.apply(name, inputs, (!varying).then_some(shape)).map_err(|e| e.to_string())
+    it.apply(name, inputs, (!varying).then_some(shape))
+        .map_err(|e| e.to_string())
 }
 
 /// Runs `case` on `target`: `None` when the target does not apply to it, else the outputs to
 /// compare with the oracle's — for [`Target::Keep`], the last output only — or an error
 /// message.
-fn run_target(case: &Case, target: Target, dev: &Devices) -> Option<Result<Vec<HostArray>, String>> {
+fn run_target(
+    case: &Case,
+    target: Target,
+    dev: &Devices,
+) -> Option<Result<Vec<HostArray>, String>> {
     if !applies(case, target) {
         return None;
     }
-    let (m, name, shape) = (&case.gen.module, case.gen.name.as_str(), case.explicit_shape());
+    let (m, name, shape) = (
+        &case.gen.module,
+        case.gen.name.as_str(),
+        case.explicit_shape(),
+    );
     let p = case.gen.program();
     let inputs = &case.inputs;
     let optimized = |mut m2: Module, pl: &str, ins: &[Input]| {
@@ -169,7 +185,11 @@ fn run_target(case: &Case, target: Target, dev: &Devices) -> Option<Result<Vec<H
     };
     Some(guarded(|| match target {
         Target::Pipeline(pl) => {
-            let pl = if pl == "default" { weft_ir::passes::DEFAULT_PIPELINE } else { pl };
+            let pl = if pl == "default" {
+                weft_ir::passes::DEFAULT_PIPELINE
+            } else {
+                pl
+            };
             optimized(m.clone(), pl, inputs)
         }
         Target::LiftUniforms => {
@@ -184,7 +204,8 @@ fn run_target(case: &Case, target: Target, dev: &Devices) -> Option<Result<Vec<H
             let mut q = p.clone();
             for (i, (par, x)) in p.params.iter().zip(inputs).enumerate() {
                 if let (ParamKind::Uniform, Input::Uniform(c)) = (par.kind, x) {
-                    q = weft_ir::algebra::bind(&q, p.param_name(i), c).map_err(|e| e.to_string())?;
+                    q = weft_ir::algebra::bind(&q, p.param_name(i), c)
+                        .map_err(|e| e.to_string())?;
                 }
             }
             let rest = inputs_by_name(p, &q, inputs);
@@ -196,8 +217,14 @@ fn run_target(case: &Case, target: Target, dev: &Devices) -> Option<Result<Vec<H
             let rest = inputs_by_name(p, &q, inputs);
             optimized(with_program(m, q), "dce", &rest)
         }
-        Target::Cranelift => dev.cranelift.apply(m, name, inputs, shape).map_err(|e| e.to_string()),
-        Target::Llvm => dev.llvm.apply(m, name, inputs, shape).map_err(|e| e.to_string()),
+        Target::Cranelift => dev
+            .cranelift
+            .apply(m, name, inputs, shape)
+            .map_err(|e| e.to_string()),
+        Target::Llvm => dev
+            .llvm
+            .apply(m, name, inputs, shape)
+            .map_err(|e| e.to_string()),
         Target::Cuda => match dev.cuda {
             Some(c) => c.apply(m, name, inputs, shape).map_err(|e| e.to_string()),
             None => Err("no CUDA device".into()),
@@ -206,7 +233,7 @@ fn run_target(case: &Case, target: Target, dev: &Devices) -> Option<Result<Vec<H
 }
 
 /// The inputs of `q` (derived from `p`, perhaps with fewer inputs) picked from `p`'s by name.
-fn inputs_by_name(p: &weft_ir::Program, q: &weft_ir::Program, inputs: &[Input]) -> Vec<Input> {
+pub fn inputs_by_name(p: &weft_ir::Program, q: &weft_ir::Program, inputs: &[Input]) -> Vec<Input> {
     (0..q.params.len())
         .filter_map(|j| {
             let i = (0..p.params.len()).find(|&i| p.param_name(i) == q.param_name(j))?;
@@ -248,17 +275,29 @@ pub fn check(case: &Case, target: Target, want: &[HostArray], dev: &Devices) -> 
     let Some(got) = run_target(case, target, dev) else {
         return Check::Skipped;
     };
-    let want = if target == Target::Keep { &want[want.len() - 1..] } else { want };
+    let want = if target == Target::Keep {
+        &want[want.len() - 1..]
+    } else {
+        want
+    };
     match got {
         Err(e) => Check::Differs(format!("{target} failed: {e}")),
         Ok(got) => {
             if got.len() != want.len() {
-                return Check::Differs(format!("{target} gave {} outputs, the interpreter {}", got.len(), want.len()));
+                return Check::Differs(format!(
+                    "{target} gave {} outputs, the interpreter {}",
+                    got.len(),
+                    want.len()
+                ));
             }
             let p = case.gen.program();
             for (k, (g, w)) in got.iter().zip(want).enumerate() {
                 if !same_array(g, w) {
-                    let k = if target == Target::Keep { p.outputs.len() - 1 } else { k };
+                    let k = if target == Target::Keep {
+                        p.outputs.len() - 1
+                    } else {
+                        k
+                    };
                     let first = (0..w.len().min(g.len()))
                         .find(|&i| !same_array(&one(g, i), &one(w, i)))
                         .unwrap_or(0);
@@ -282,6 +321,10 @@ fn one(a: &HostArray, i: usize) -> HostArray {
     HostArray {
         elem: a.elem,
         shape: vec![1],
-        data: a.data.get(i * l..(i + 1) * l).map(<[u64]>::to_vec).unwrap_or_default(),
+        data: a
+            .data
+            .get(i * l..(i + 1) * l)
+            .map(<[u64]>::to_vec)
+            .unwrap_or_default(),
     }
 }

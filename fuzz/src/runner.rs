@@ -86,6 +86,8 @@ pub struct Summary {
     pub errors: Vec<(u64, String)>,
     /// The mismatches, shrunk.
     pub mismatches: Vec<Mismatch>,
+    /// How many cases exercised each feature ([`crate::case::features`]).
+    pub features: BTreeMap<String, u64>,
     /// Time spent.
     pub elapsed: Duration,
 }
@@ -113,6 +115,21 @@ impl std::fmt::Display for Summary {
         for (t, (n, bad)) in &self.per_target {
             writeln!(f, "| {t} | {n} | {bad} |")?;
         }
+        let all = crate::case::all_features();
+        let missing: Vec<&String> = all
+            .iter()
+            .filter(|k| !self.features.contains_key(*k))
+            .collect();
+        writeln!(
+            f,
+            "coverage: {} of {} features (ops, scalar types, lane counts, boundary modes, array and launch axes)",
+            all.len() - missing.len(),
+            all.len()
+        )?;
+        if !missing.is_empty() {
+            let m: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
+            writeln!(f, "not exercised: {}", m.join(" "))?;
+        }
         Ok(())
     }
 }
@@ -127,6 +144,19 @@ fn runner_for(seed: u64, index: u64) -> TestRunner {
         Config::default(),
         TestRng::from_seed(RngAlgorithm::ChaCha, &bytes),
     )
+}
+
+/// Case `index` of `seed`, as `weft fuzz --seed SEED` generates it (unshrunk).
+///
+/// # Errors
+/// When the generator fails on it (a weft-fuzz bug), with the panic message.
+pub fn case_at(seed: u64, index: u64) -> Result<Case, String> {
+    let mut runner = runner_for(seed, index);
+    let strategy = case(GenConfig::default());
+    std::panic::catch_unwind(AssertUnwindSafe(|| strategy.new_tree(&mut runner)))
+        .map_err(|_| format!("the generator panicked on case {index}"))?
+        .map(|t| t.current())
+        .map_err(|e| e.to_string())
 }
 
 /// What checking one case on every target found.
@@ -167,9 +197,8 @@ fn shrink(
             _ => None,
         }
     };
-    let current = |tree: &mut _| {
-        std::panic::catch_unwind(AssertUnwindSafe(|| ValueTree::current(tree))).ok()
-    };
+    let current =
+        |tree: &mut _| std::panic::catch_unwind(AssertUnwindSafe(|| ValueTree::current(tree))).ok();
     let mut best = (tree.current(), detail);
     let mut n = 0;
     if !tree.simplify() {
@@ -189,6 +218,53 @@ fn shrink(
         }
     }
     best
+}
+
+/// After shrinking: the case's module after `dce`, then after `inline,dce`, when the
+/// mismatch survives them (a smaller filetest; the passes are checked on their own rows).
+fn reduce(mut best: Case, target: Target, dev: &Devices, mut detail: String) -> (Case, String) {
+    if !target.is_backend() {
+        return (best, detail);
+    }
+    // Only the first output that differs.
+    let p = best.gen.program().clone();
+    if let Some(k) = (0..p.outputs.len()).find(|k| detail.contains(&format!("output {k} "))) {
+        if let Ok(q) = weft_ir::algebra::keep(&p, &[p.output_name(k).as_str()]) {
+            let mut c = best.clone();
+            c.inputs = crate::oracle::inputs_by_name(&p, &q, &best.inputs);
+            if let Some(slot) = c.gen.module.programs.iter_mut().find(|x| x.name == q.name) {
+                *slot = q;
+            }
+            if let Some(d) = still_differs(&c, target, dev) {
+                (best, detail) = (c, d);
+            }
+        }
+    }
+    for pl in ["dce", "inline,dce"] {
+        let mut c = best.clone();
+        if weft_ir::passes::run_pipeline(&mut c.gen.module, pl).is_err() {
+            continue;
+        }
+        c.gen
+            .module
+            .programs
+            .retain(|p| p.name == c.gen.name || pl == "dce");
+        if let Some(d) = still_differs(&c, target, dev) {
+            (best, detail) = (c, d);
+        }
+    }
+    (best, detail)
+}
+
+/// What differs when `c` runs on `target`, if anything.
+fn still_differs(c: &Case, target: Target, dev: &Devices) -> Option<String> {
+    match oracle(c) {
+        Ok(Oracle::Outputs(want)) => match check(c, target, &want, dev) {
+            Check::Differs(d) => Some(d),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Runs the fuzz loop of `cfg`, calling `progress` after each case with the counts so far.
@@ -226,7 +302,8 @@ pub fn run(cfg: &FuzzConfig, progress: &(dyn Fn(&Summary) + Sync)) -> Result<Sum
                     let found = fuzz_one(cfg, &strategy, i, &dev, &summary);
                     if let Some(mut m) = found {
                         if let Some(d) = &cfg.out_dir {
-                            let path = d.join(format!("fuzz-{}-{i}-{}.weft", cfg.seed, slug(m.target)));
+                            let path =
+                                d.join(format!("fuzz-{}-{i}-{}.weft", cfg.seed, slug(m.target)));
                             if std::fs::write(&path, &m.filetest).is_ok() {
                                 m.path = Some(path);
                             }
@@ -267,7 +344,9 @@ fn fuzz_one(
     summary: &Mutex<Summary>,
 ) -> Option<Mismatch> {
     let mut runner = runner_for(cfg.seed, i);
-    let tree = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| strategy.new_tree(&mut runner)));
+    let tree = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        strategy.new_tree(&mut runner)
+    }));
     let mut tree = match tree {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => {
@@ -291,9 +370,13 @@ fn fuzz_one(
         eprintln!("; case {i}{c:?}\n");
     }
     let v = verdict(&c, &cfg.targets, dev);
+    let feats = crate::case::features(&c);
     let first = {
         let mut s = lock(summary);
         s.cases += 1;
+        for k in feats {
+            *s.features.entry(k).or_default() += 1;
+        }
         match v {
             Err(e) => {
                 s.errors.push((i, format!("{e}\n{c:?}")));
@@ -323,6 +406,7 @@ fn fuzz_one(
     };
     let (target, detail) = first?;
     let (small, detail) = shrink(&mut tree, target, dev, cfg.shrink_steps, detail);
+    let (small, detail) = reduce(small, target, dev, detail);
     let want = match oracle(&small) {
         Ok(Oracle::Outputs(o)) => o,
         _ => Vec::new(),

@@ -11,7 +11,10 @@ use weft_fuzz::{FuzzConfig, Target};
 /// Parses `90s`, `10m`, `2h` or a number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len()));
+    let (num, unit) = s.split_at(
+        s.find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(s.len()),
+    );
     let x: f64 = num
         .parse()
         .map_err(|_| format!("`{s}` is not a duration (e.g. 90s, 10m, 2h)"))?;
@@ -45,7 +48,11 @@ pub fn fuzz(
         })?;
         targets.extend(t);
     }
-    let cases = if time.is_none() { Some(cases.unwrap_or(1000)) } else { None };
+    let cases = if time.is_none() {
+        Some(cases.unwrap_or(1000))
+    } else {
+        None
+    };
     let mut cfg = FuzzConfig {
         seed,
         first,
@@ -67,11 +74,9 @@ pub fn fuzz(
         ProgressBar::new(time.map_or(0, |t| t.as_secs()))
     };
     bar.set_style(
-        ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}",
-        )
-        .expect("template")
-        .progress_chars("=> "),
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .expect("template")
+            .progress_chars("=> "),
     );
     let timed = cases.is_none();
     let progress = |s: &weft_fuzz::Summary| {
@@ -91,15 +96,30 @@ pub fn fuzz(
     bar.finish_and_clear();
     let s = result.map_err(|e| format!("error: {e}"))?;
     let w = |out: &mut dyn Write, t: String| out.write_all(t.as_bytes()).map_err(|e| e.to_string());
-    w(out, format!("weft fuzz --seed {seed} --backends {}\n", backends.join(",")))?;
+    w(
+        out,
+        format!(
+            "weft fuzz --seed {seed} --backends {}\n",
+            backends.join(",")
+        ),
+    )?;
     w(out, s.to_string())?;
     for (i, e) in &s.errors {
         w(out, format!("case {i}: {e}\n"))?;
     }
     for m in &s.mismatches {
-        let place = m.path.as_ref().map_or("(not written)".into(), |p| p.display().to_string());
+        let place = m
+            .path
+            .as_ref()
+            .map_or("(not written)".into(), |p| p.display().to_string());
         let first_line = m.detail.lines().next().unwrap_or("");
-        w(out, format!("case {}: {first_line}\n  shrunk filetest: {place}\n", m.case))?;
+        w(
+            out,
+            format!(
+                "case {}: {first_line}\n  shrunk filetest: {place}\n",
+                m.case
+            ),
+        )?;
     }
     if s.failures() > 0 {
         return Err(CliError(format!(

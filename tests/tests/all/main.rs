@@ -12,4 +12,5 @@ mod differential;
 mod dsl;
 mod examples;
 mod filetests;
+mod fuzz;
 mod fuzz_parser;
