@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine (after scripts/gpu_pack.sh here, with .gpu carried): unpacks the
-# binaries, runs every filetest on the cuda backend and the CUDA integration tests, builds the
-# nvcc baselines and runs the GPU benchmarks. Output goes to stdout and $OUT (if set).
+# binaries, runs every filetest on the cuda backend and the CUDA integration tests, the
+# differential fuzzer with cuda, builds the nvcc baselines and runs the GPU benchmarks. Output
+# goes to stdout and $OUT (if set). Arguments pick steps (default all): filetests cuda library
+# fuzz bench. FUZZ_CASES (default 20000) sets the fuzz budget.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # The binaries were built in /work/main and find filetests and examples there.
@@ -14,12 +16,26 @@ chmod +x /tmp/weft-bin/*
 mkdir -p data/cache && cp .gpu/mache.pqr data/cache/
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 /tmp/weft-bin/weft devices
+steps=" ${*:-filetests cuda library fuzz bench} "
+want() { [[ "$steps" == *" $1 "* ]]; }
+if want filetests; then
 echo "== filetests on cuda"
 WEFT_FILETEST_BACKENDS=cuda /tmp/weft-bin/all filetests --test-threads 1 2>&1 | tail -15 | tee "$out/filetests.txt"
+fi
+if want cuda; then
 echo "== cuda integration tests"
 /tmp/weft-bin/all cuda --test-threads 1 --nocapture 2>&1 | tail -30 | tee "$out/cuda_tests.txt"
+fi
+if want library; then
 echo "== weft library on cuda: examples and arrays against the interpreter"
 /tmp/weft-bin/all examples:: arrays:: --test-threads 1 --nocapture 2>&1 | grep -E 'example|test result|FAILED|panicked|cuda' | tee "$out/library.txt"
+fi
+if want fuzz; then
+echo "== differential fuzzing with cuda"
+/tmp/weft-bin/weft fuzz --backends interp,cranelift,llvm,llvm-fast,cuda,cuda-fast \
+  --seed "${FUZZ_SEED:-7}" --cases "${FUZZ_CASES:-20000}" --quiet --out-dir "$out/fuzz" 2>&1 | tee "$out/fuzz.txt"
+fi
+want bench || exit 0
 echo "== baselines"
 nvcc -O3 -arch=sm_90 -o /tmp/weft-bin/baseline_precise bench/cuda/baseline.cu
 nvcc -O3 -arch=sm_90 --use_fast_math -o /tmp/weft-bin/baseline_fast bench/cuda/baseline.cu

@@ -216,8 +216,13 @@ pub enum Command {
     /// shrunk and written as a `.weft` filetest. Exit code 1 when any mismatch was found.
     Fuzz {
         /// Backends to check against the interpreter: `interp` (the pass pipelines and
-        /// program-algebra operations, run on the interpreter), `cranelift`, `llvm`, `cuda`.
-        #[arg(long, value_delimiter = ',', default_value = "interp,cranelift,llvm")]
+        /// program-algebra operations, run on the interpreter), `cranelift`, `llvm`, `cuda`, and
+        /// the fast-math ones `llvm-fast`, `cuda-fast` (one-op cases, compared within bounds).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "interp,cranelift,llvm,llvm-fast"
+        )]
         backends: Vec<String>,
         /// The seed (case i of a seed is always the same program and inputs).
         #[arg(long, default_value_t = 0)]

@@ -7,10 +7,12 @@
 //!   pipelines, program-algebra operations, Cranelift, LLVM, CUDA) and compares bit for bit;
 //! - [`runner`]: the seeded loop behind `weft fuzz` and the CI budget test: generate, check,
 //!   shrink, write filetests, count;
+//! - [`fastmath`]: one-op cases run with fast-math, compared within documented bounds;
 //! - [`compare`]: bit equality with any NaN equal to any NaN, and run-line formatting.
 
 pub mod case;
 pub mod compare;
+pub mod fastmath;
 pub mod gen;
 pub mod oracle;
 pub mod runner;

@@ -33,6 +33,11 @@ pub enum Target {
     Llvm,
     /// LLVM PTX on a CUDA device.
     Cuda,
+    /// LLVM host code with fast-math, on fast-math cases ([`crate::fastmath`]), compared
+    /// within each op's documented error bound.
+    LlvmFast,
+    /// PTX with fast-math on a CUDA device, on fast-math cases.
+    CudaFast,
 }
 
 /// The pipelines run as [`Target::Pipeline`]: the default one and each pass alone.
@@ -51,13 +56,20 @@ impl Target {
             "cranelift" => vec![Target::Cranelift],
             "llvm" => vec![Target::Llvm],
             "cuda" => vec![Target::Cuda],
+            "llvm-fast" => vec![Target::LlvmFast],
+            "cuda-fast" => vec![Target::CudaFast],
             _ => return None,
         })
     }
 
     /// True for the compiled backends.
     pub fn is_backend(self) -> bool {
-        matches!(self, Target::Cranelift | Target::Llvm | Target::Cuda)
+        matches!(self, Target::Cranelift | Target::Llvm | Target::Cuda) || self.is_fast_math()
+    }
+
+    /// True for the fast-math targets (their cases are [`crate::fastmath::fast_case`]s).
+    pub fn is_fast_math(self) -> bool {
+        matches!(self, Target::LlvmFast | Target::CudaFast)
     }
 }
 
@@ -71,6 +83,8 @@ impl fmt::Display for Target {
             Target::Cranelift => write!(f, "cranelift"),
             Target::Llvm => write!(f, "llvm"),
             Target::Cuda => write!(f, "cuda"),
+            Target::LlvmFast => write!(f, "llvm-fast"),
+            Target::CudaFast => write!(f, "cuda-fast"),
         }
     }
 }
@@ -84,15 +98,22 @@ pub struct Devices<'a> {
     pub llvm: CpuDevice,
     /// The GPU, when `cuda` is a target.
     pub cuda: Option<&'a CudaDevice>,
+    /// LLVM host code with fast-math.
+    pub llvm_fast: CpuDevice,
+    /// The GPU with fast-math, when `cuda-fast` is a target.
+    pub cuda_fast: Option<&'a CudaDevice>,
 }
 
 impl<'a> Devices<'a> {
-    /// CPU devices with empty caches, and `cuda`.
-    pub fn new(cuda: Option<&'a CudaDevice>) -> Devices<'a> {
+    /// CPU devices with empty caches, and the GPU ones (`cuda_fast` set to fast-math).
+    pub fn new(cuda: Option<&'a CudaDevice>, cuda_fast: Option<&'a CudaDevice>) -> Devices<'a> {
+        let fast = weft_backend_llvm::Options { fast_math: true };
         Devices {
             cranelift: CpuDevice::new(),
             llvm: CpuDevice::with_compiler(HostCompiler::Llvm(Default::default())),
             cuda,
+            llvm_fast: CpuDevice::with_compiler(HostCompiler::Llvm(fast)),
+            cuda_fast,
         }
     }
 
@@ -100,7 +121,8 @@ impl<'a> Devices<'a> {
     pub fn clear(&self) {
         self.cranelift.clear_cache();
         self.llvm.clear_cache();
-        if let Some(c) = self.cuda {
+        self.llvm_fast.clear_cache();
+        for c in [self.cuda, self.cuda_fast].into_iter().flatten() {
             c.clear_cache();
         }
     }
@@ -225,10 +247,21 @@ fn run_target(
             .llvm
             .apply(m, name, inputs, shape)
             .map_err(|e| e.to_string()),
-        Target::Cuda => match dev.cuda {
-            Some(c) => c.apply(m, name, inputs, shape).map_err(|e| e.to_string()),
-            None => Err("no CUDA device".into()),
-        },
+        Target::LlvmFast => dev
+            .llvm_fast
+            .apply(m, name, inputs, shape)
+            .map_err(|e| e.to_string()),
+        Target::Cuda | Target::CudaFast => {
+            let d = if target == Target::Cuda {
+                dev.cuda
+            } else {
+                dev.cuda_fast
+            };
+            match d {
+                Some(c) => c.apply(m, name, inputs, shape).map_err(|e| e.to_string()),
+                None => Err("no CUDA device".into()),
+            }
+        }
     }))
 }
 
@@ -291,6 +324,9 @@ pub fn check(case: &Case, target: Target, want: &[HostArray], dev: &Devices) -> 
                 ));
             }
             let p = case.gen.program();
+            if target.is_fast_math() {
+                return fast_check(case, target, want, &got);
+            }
             for (k, (g, w)) in got.iter().zip(want).enumerate() {
                 if !same_array(g, w) {
                     let k = if target == Target::Keep {
@@ -327,4 +363,39 @@ fn one(a: &HostArray, i: usize) -> HostArray {
             .map(<[u64]>::to_vec)
             .unwrap_or_default(),
     }
+}
+
+/// A fast-math case's output against the interpreter's, lane by lane within the op's bound.
+fn fast_check(case: &Case, target: Target, want: &[HostArray], got: &[HostArray]) -> Check {
+    use crate::fastmath::{bound, case_op, fused, within, Bound};
+    let (w, g) = (&want[0], &got[0]);
+    let s = w.elem.elem_scalar();
+    let op = case_op(case.gen.program());
+    let b = bound(op, s, target == Target::CudaFast);
+    if g.data.len() != w.data.len() {
+        return Check::Differs(format!(
+            "{target}: output shape {:?}, want {:?}",
+            g.shape, w.shape
+        ));
+    }
+    let col = |k: usize, i: usize| match &case.inputs[k] {
+        Input::Array(a) => a.data[i],
+        Input::Uniform(c) => c.lanes[0],
+    };
+    for i in 0..w.data.len() {
+        let f = (b == Bound::Contracted).then(|| fused(s, col(0, i), col(1, i), col(2, i)));
+        if !within(s, b, w.data[i], g.data[i], f) {
+            let args: Vec<String> = (0..case.inputs.len())
+                .map(|k| format!("{}", weft_ir::Const::scalar(s, col(k, i))))
+                .collect();
+            return Check::Differs(format!(
+                "{target}: `{}` on {s} lane {i} ({}): interp {}, {target} {}, beyond the bound {b:?}",
+                op.mnemonic(),
+                args.join(", "),
+                weft_ir::Const::scalar(s, w.data[i]),
+                weft_ir::Const::scalar(s, g.data[i]),
+            ));
+        }
+    }
+    Check::Same
 }

@@ -10,7 +10,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use weft_runtime::CudaDevice;
@@ -133,6 +133,9 @@ impl std::fmt::Display for Summary {
         Ok(())
     }
 }
+
+/// Mixed into the seed of the fast-math case stream.
+const FAST_SALT: u64 = 0xfa57_3a70;
 
 /// The proptest runner that generates case `index` of `seed`.
 fn runner_for(seed: u64, index: u64) -> TestRunner {
@@ -273,34 +276,50 @@ fn still_differs(c: &Case, target: Target, dev: &Devices) -> Option<String> {
 /// When `cuda` is a target and no CUDA device can be opened, or the output folder cannot be
 /// created.
 pub fn run(cfg: &FuzzConfig, progress: &(dyn Fn(&Summary) + Sync)) -> Result<Summary, String> {
-    let cuda = if cfg.targets.contains(&Target::Cuda) {
+    let open_cuda = |fast: bool| -> Result<CudaDevice, String> {
         weft_runtime::cuda_driver_status().map_err(|e| format!("cuda requested: {e}"))?;
-        Some(CudaDevice::new(0).map_err(|e| format!("cuda requested: {e}"))?)
-    } else {
-        None
+        let mut d = CudaDevice::new(0).map_err(|e| format!("cuda requested: {e}"))?;
+        let mut c = d.config();
+        c.fast_math = fast;
+        d.set_config(c);
+        Ok(d)
     };
+    let cuda = match cfg.targets.contains(&Target::Cuda) {
+        true => Some(open_cuda(false)?),
+        false => None,
+    };
+    let cuda_fast = match cfg.targets.contains(&Target::CudaFast) {
+        true => Some(open_cuda(true)?),
+        false => None,
+    };
+    let (fast, exact): (Vec<Target>, Vec<Target>) =
+        cfg.targets.iter().partition(|t| t.is_fast_math());
     if let Some(d) = &cfg.out_dir {
         std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
     }
     let start = Instant::now();
     let next = AtomicU64::new(cfg.first);
-    let stop = AtomicBool::new(false);
     let summary = Mutex::new(Summary::default());
     let end = cfg.cases.map(|n| cfg.first + n);
     std::thread::scope(|s| {
         for _ in 0..cfg.threads.max(1) {
             s.spawn(|| {
-                let dev = Devices::new(cuda.as_ref());
+                let dev = Devices::new(cuda.as_ref(), cuda_fast.as_ref());
                 let strategy = case(GenConfig::default());
+                let fast_strategy = crate::fastmath::fast_case();
                 let mut done = 0u64;
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let timed_out = cfg.time.is_some_and(|t| start.elapsed() >= t);
-                    if end.is_some_and(|e| i >= e) || timed_out || stop.load(Ordering::Relaxed) {
+                    if end.is_some_and(|e| i >= e) || timed_out {
                         break;
                     }
-                    let found = fuzz_one(cfg, &strategy, i, &dev, &summary);
-                    if let Some(mut m) = found {
+                    let mut found = Vec::new();
+                    found.extend(fuzz_one(cfg, &strategy, &exact, i, &dev, &summary));
+                    if !fast.is_empty() {
+                        found.extend(fuzz_one(cfg, &fast_strategy, &fast, i, &dev, &summary));
+                    }
+                    for mut m in found {
                         if let Some(d) = &cfg.out_dir {
                             let path =
                                 d.join(format!("fuzz-{}-{i}-{}.weft", cfg.seed, slug(m.target)));
@@ -335,15 +354,22 @@ fn slug(t: Target) -> String {
     t.to_string().replace('+', "-")
 }
 
-/// Generates and checks case `i`; returns its first mismatch, shrunk.
+/// Generates case `i` of `strategy` and checks it on `targets`; returns its first mismatch,
+/// shrunk. Fast-math cases (`targets` all fast-math ones) come from their own stream and count
+/// only per target.
 fn fuzz_one(
     cfg: &FuzzConfig,
     strategy: &impl Strategy<Value = Case>,
+    targets: &[Target],
     i: u64,
     dev: &Devices,
     summary: &Mutex<Summary>,
 ) -> Option<Mismatch> {
-    let mut runner = runner_for(cfg.seed, i);
+    if targets.is_empty() {
+        return None;
+    }
+    let main = !targets[0].is_fast_math();
+    let mut runner = runner_for(cfg.seed ^ if main { 0 } else { FAST_SALT }, i);
     let tree = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         strategy.new_tree(&mut runner)
     }));
@@ -369,11 +395,15 @@ fn fuzz_one(
     if cfg.dump {
         eprintln!("; case {i}{c:?}\n");
     }
-    let v = verdict(&c, &cfg.targets, dev);
-    let feats = crate::case::features(&c);
+    let v = verdict(&c, targets, dev);
+    let feats = if main {
+        crate::case::features(&c)
+    } else {
+        Default::default()
+    };
     let first = {
         let mut s = lock(summary);
-        s.cases += 1;
+        s.cases += u64::from(main);
         for k in feats {
             *s.features.entry(k).or_default() += 1;
         }

@@ -44,7 +44,7 @@ pub fn fuzz(
     let mut targets = Vec::new();
     for b in backends {
         let t = Target::of_backend(b.trim()).ok_or_else(|| {
-            format!("error: --backends: unknown backend `{b}` (interp, cranelift, llvm, cuda)")
+            format!("error: --backends: unknown backend `{b}` (interp, cranelift, llvm, cuda, llvm-fast, cuda-fast)")
         })?;
         targets.extend(t);
     }

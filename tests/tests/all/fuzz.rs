@@ -18,9 +18,9 @@ fn budget() -> u64 {
 
 #[test]
 fn fuzz_budget_has_no_mismatch() {
-    let mut backends = vec!["interp", "cranelift", "llvm"];
+    let mut backends = vec!["interp", "cranelift", "llvm", "llvm-fast"];
     if std::env::var("WEFT_FUZZ_CUDA").is_ok_and(|v| v == "1") {
-        backends.push("cuda");
+        backends.extend(["cuda", "cuda-fast"]);
     }
     let out = std::env::temp_dir().join("weft-fuzz-ci");
     let cfg = FuzzConfig {
