@@ -203,7 +203,50 @@ fn build<'c>(
     module
         .run_passes("default<O3>", tm, PassBuilderOptions::create())
         .map_err(llvm_err)?;
+    if flavor == Flavor::Ptx {
+        fix_sitofp_i1(ctx, &module).map_err(llvm_err)?;
+    }
     Ok((module, lowered.layout))
+}
+
+/// NVPTX in LLVM 19 lowers `sitofp i1 %c` as `selp 1, 0` then a signed conversion, giving
+/// +1.0 where -1.0 is right (weft fuzz --seed 7, case 17735;
+/// tests/filetests/fuzz/sitofp_bool.weft). InstCombine makes such casts out of selects of
+/// -1 and 0, so after optimisation each scalar one becomes `select %c, -1.0, 0.0`.
+fn fix_sitofp_i1(ctx: &Context, module: &inkwell::module::Module) -> Result<(), String> {
+    use inkwell::types::AnyTypeEnum;
+    use inkwell::values::{BasicValue, BasicValueEnum, InstructionOpcode, Operand};
+    let builder = ctx.create_builder();
+    for f in module.get_functions() {
+        for bb in f.get_basic_blocks() {
+            let mut next = bb.get_first_instruction();
+            while let Some(i) = next {
+                next = i.get_next_instruction();
+                if i.get_opcode() != InstructionOpcode::SIToFP {
+                    continue;
+                }
+                let (Some(Operand::Value(BasicValueEnum::IntValue(c))), AnyTypeEnum::FloatType(ft)) =
+                    (i.get_operand(0), i.get_type())
+                else {
+                    continue;
+                };
+                if c.get_type().get_bit_width() != 1 {
+                    continue;
+                }
+                builder.position_before(&i);
+                let sel = builder
+                    .build_select(c, ft.const_float(-1.0), ft.const_float(0.0), "sitofp.i1")
+                    .map_err(|e| e.to_string())?;
+                let Some(si) = sel.as_instruction_value() else {
+                    // Folded to a constant: `c` was constant (LLVM would have folded it too).
+                    continue;
+                };
+                i.replace_all_uses_with(&si);
+                i.erase_from_basic_block();
+            }
+        }
+    }
+    Ok(())
 }
 
 fn numbered(text: &str) -> String {

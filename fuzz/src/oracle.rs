@@ -389,11 +389,12 @@ fn fast_check(case: &Case, target: Target, want: &[HostArray], got: &[HostArray]
                 .map(|k| format!("{}", weft_ir::Const::scalar(s, col(k, i))))
                 .collect();
             return Check::Differs(format!(
-                "{target}: `{}` on {s} lane {i} ({}): interp {}, {target} {}, beyond the bound {b:?}",
+                "{target}: `{}` on {s} lane {i} ({}): interp {}, {target} {} ({} ulp), beyond the bound {b:?}",
                 op.mnemonic(),
                 args.join(", "),
                 weft_ir::Const::scalar(s, w.data[i]),
                 weft_ir::Const::scalar(s, g.data[i]),
+                crate::fastmath::ulp_distance(s, w.data[i], g.data[i]),
             ));
         }
     }

@@ -243,6 +243,32 @@ fn reduce(mut best: Case, target: Target, dev: &Devices, mut detail: String) -> 
             }
         }
     }
+    // Only the element that differs, in a launch of one element.
+    let elem = detail
+        .split(" element ")
+        .nth(1)
+        .and_then(|r| r.split(':').next())
+        .and_then(|e| e.trim().parse::<usize>().ok());
+    if let Some(e) = elem {
+        let mut c = best.clone();
+        c.shape = vec![1; best.shape.len()];
+        let p = best.gen.program();
+        for (par, x) in p.params.iter().zip(c.inputs.iter_mut()) {
+            if let (weft_ir::ParamKind::Varying, weft_ir::Input::Array(a)) = (par.kind, &*x) {
+                let l = a.data.len() / a.len().max(1);
+                let data = a.data[e * l..(e + 1) * l].to_vec();
+                let shape = vec![1; a.shape.len()];
+                *x = weft_ir::Input::Array(std::sync::Arc::new(weft_ir::HostArray {
+                    elem: a.elem,
+                    shape,
+                    data,
+                }));
+            }
+        }
+        if let Some(d) = still_differs(&c, target, dev) {
+            (best, detail) = (c, d);
+        }
+    }
     for pl in ["dce", "inline,dce"] {
         let mut c = best.clone();
         if weft_ir::passes::run_pipeline(&mut c.gen.module, pl).is_err() {
