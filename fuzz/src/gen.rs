@@ -26,8 +26,8 @@
 //! Outputs are 1–3 values; most programs fold every value nothing else uses into them (`add`
 //! or `xor`, after a `cast`/`extract` if needed) so that little code is dead; the others
 //! keep their dead code (for `dce`). With `full` unset the generator keeps to `f32`, `i32`,
-//! `u32`, `f64` and `bool` scalars, one-level control flow and a 1-D `clamp` array: the
-//! subset the program-algebra property tests were written for.
+//! `u32`, `f64` and `bool` scalars, one-level control flow and a 1-D `clamp` array (small
+//! programs, for experiments).
 //!
 //! Operands are picked by small selectors among the values of the needed type, unused values
 //! first and recent ones first, and a step's type is mostly that of the previous value: so
@@ -57,9 +57,11 @@ pub struct GenConfig {
     /// programs of several generated modules can be combined without clashing names.
     pub prefix: String,
     /// The varying input types; `None`: 1–3 random ones (0–3 with `full`).
-    pub inputs: Option<Vec<ScalarType>>,
+    pub inputs: Option<Vec<Type>>,
     /// The output types; `None`: 1–3 random ones.
-    pub outputs: Option<Vec<ScalarType>>,
+    pub outputs: Option<Vec<Type>>,
+    /// The launch's axes (what `index` and `shape` give); `None`: 1–3 (1 unless `full`).
+    pub dims: Option<u8>,
     /// Whether there may be uniform inputs (0–2).
     pub uniforms: bool,
     /// Whether there may be array inputs.
@@ -83,6 +85,7 @@ impl Default for GenConfig {
             arrays: true,
             max_steps: 10,
             full: true,
+            dims: None,
         }
     }
 }
@@ -584,7 +587,7 @@ fn type_of(full: bool, t: u8) -> Type {
 fn recipe(cfg: &GenConfig) -> BoxedStrategy<Recipe> {
     let full = cfg.full;
     let varying = match &cfg.inputs {
-        Some(v) => Just(v.iter().map(|&s| Type::scalar(s)).collect()).boxed(),
+        Some(v) => Just(v.clone()).boxed(),
         None if full => prop_oneof![
             1 => Just(Vec::new()),
             9 => prop::collection::vec(any_type(true), 1..=3),
@@ -613,10 +616,10 @@ fn recipe(cfg: &GenConfig) -> BoxedStrategy<Recipe> {
             .prop_map(|(yes, s)| if yes { vec![s] } else { Vec::new() })
             .boxed(),
     };
-    let dims = if full {
-        (1u8..=3).boxed()
-    } else {
-        Just(1u8).boxed()
+    let dims = match cfg.dims {
+        Some(d) => Just(d.clamp(1, 3)).boxed(),
+        None if full => (1u8..=3).boxed(),
+        None => Just(1u8).boxed(),
     };
     let depth = if full { 3 } else { 1 };
     let steps = prop::collection::vec(
@@ -626,7 +629,7 @@ fn recipe(cfg: &GenConfig) -> BoxedStrategy<Recipe> {
     let outputs = match &cfg.outputs {
         Some(ts) => ts
             .iter()
-            .map(|&t| (Just(Some(Type::scalar(t))), out_sel()))
+            .map(|&t| (Just(Some(t)), out_sel()))
             .collect::<Vec<_>>()
             .boxed(),
         None => prop::collection::vec((Just(None), out_sel()), 1..=3).boxed(),

@@ -68,14 +68,23 @@ fn with_args(cfg: GenConfig, n: usize) -> impl Strategy<Value = (Generated, Vec<
     })
 }
 
+/// The generator's full coverage, on one-axis launches (the element runs of these tests use
+/// `index` = [0], `shape` = [1], and composed programs must agree on the launch's axes).
+fn p_config() -> GenConfig {
+    GenConfig {
+        dims: Some(1),
+        ..GenConfig::default()
+    }
+}
+
 /// A second program `@q` (callee `@g`, parameters prefixed `q`) to combine with `@p`.
-fn q_config(outputs: Option<Vec<weft_ir::ScalarType>>) -> GenConfig {
+fn q_config(outputs: Option<Vec<weft_ir::Type>>) -> GenConfig {
     GenConfig {
         name: "q".into(),
         callee: Some("g".into()),
         prefix: "q".into(),
         outputs,
-        ..GenConfig::default()
+        ..p_config()
     }
 }
 
@@ -137,7 +146,7 @@ fn same(m: &Module, what: &str, want: &[Const], got: &[Const]) -> Result<(), Tes
 /// The optimized module computes what the original does (inputs matched by name, so
 /// `dce-inputs` may drop some); `lift-uniforms` changes the signature and is only verified.
 fn check_pipeline(pipeline: &str) {
-    cases(with_args(GenConfig::default(), 3), |(g, ins)| {
+    cases(with_args(p_config(), 3), |(g, ins)| {
         let mut o = g.module.clone();
         Pipeline::parse(pipeline)
             .expect("pipeline")
@@ -212,7 +221,10 @@ fn default_pipeline_keeps_results() {
 /// q's inputs, then p's unfed ones.
 #[test]
 fn compose_is_p_after_q() {
-    let strategy = module(GenConfig::default())
+    let strategy = module(p_config())
+        .prop_filter("compose needs a varying input", |p| {
+            (p.program().params.iter()).any(|x| x.kind == ParamKind::Varying)
+        })
         .prop_flat_map(|p| {
             let n = p
                 .program()
@@ -224,10 +236,7 @@ fn compose_is_p_after_q() {
         })
         .prop_flat_map(|(p, k)| {
             let pp = p.program();
-            let tys = pp.params[..k]
-                .iter()
-                .map(|x| pp.ty(x.value).elem_scalar())
-                .collect();
+            let tys = pp.params[..k].iter().map(|x| pp.ty(x.value)).collect();
             (Just(p), module(q_config(Some(tys))))
         })
         .prop_flat_map(|(p, q)| {
@@ -257,11 +266,10 @@ fn compose_is_p_after_q() {
 /// bundle(p, q): inputs of p then q, outputs of p then q.
 #[test]
 fn bundle_is_side_by_side() {
-    let strategy =
-        (module(GenConfig::default()), module(q_config(None))).prop_flat_map(|(p, q)| {
-            let (ap, aq) = (args(p.program()), args(q.program()));
-            (Just(p), Just(q), ap, aq)
-        });
+    let strategy = (module(p_config()), module(q_config(None))).prop_flat_map(|(p, q)| {
+        let (ap, aq) = (args(p.program()), args(q.program()));
+        (Just(p), Just(q), ap, aq)
+    });
     cases(strategy, |(p, q, ap, aq)| {
         let r = algebra::bundle(&[p.program(), q.program()]).map_err(alg_fail)?;
         let m = add_result(&merged(&p, &q), r)?;
@@ -278,12 +286,16 @@ fn bundle_is_side_by_side() {
 /// array (bind_array) may be refused when the reads are not at constant coordinates.
 #[test]
 fn bind_captures_the_value() {
-    let strategy = with_args(GenConfig::default(), 1).prop_flat_map(|(g, a)| {
-        let n = g.program().params.len();
+    let strategy = with_args(p_config(), 1).prop_flat_map(|(g, a)| {
+        // A program may have no input at all (a launch over an explicit shape).
+        let n = g.program().params.len().max(1);
         (Just(g), Just(a.into_iter().next().expect("args")), 0..n)
     });
     let scalar = cases(strategy, |(g, a, i)| {
         let p = g.program();
+        if i >= p.params.len() {
+            return Ok(false);
+        }
         let name = p.param_name(i).to_string();
         let r = match &a[i] {
             Arg::Value(c) => algebra::bind(p, &name, c).map_err(alg_fail)?,
@@ -318,7 +330,7 @@ fn bind_captures_the_value() {
 
 /// A varying input of `p` (by selector), with `p`'s arguments.
 fn varying_case(kind: ParamKind) -> impl Strategy<Value = (Generated, Args, Option<usize>)> {
-    with_args(GenConfig::default(), 1).prop_flat_map(move |(g, a)| {
+    with_args(p_config(), 1).prop_flat_map(move |(g, a)| {
         let p = g.program();
         let of_kind: Vec<usize> = (0..p.params.len())
             .filter(|&i| p.params[i].kind == kind)
@@ -357,10 +369,9 @@ fn check_kind_change(from: ParamKind, to: ParamKind) -> u32 {
 
 #[test]
 fn bind_uniform_keeps_results() {
-    assert_eq!(
-        check_kind_change(ParamKind::Varying, ParamKind::Uniform),
-        n_cases()
-    );
+    // One program in ten has no varying input.
+    let n = check_kind_change(ParamKind::Varying, ParamKind::Uniform);
+    assert!(n >= n_cases() * 3 / 4, "only {n} cases had a varying input");
 }
 
 #[test]
@@ -376,7 +387,7 @@ fn unbind_keeps_results() {
 /// keep(p, outs) / drop(p, outs) return that subset of the outputs (keep: in the given
 /// order; drop: the others in order); unused inputs may disappear.
 fn check_specialize(keep: bool) {
-    let strategy = with_args(GenConfig::default(), 1).prop_flat_map(|(g, a)| {
+    let strategy = with_args(p_config(), 1).prop_flat_map(|(g, a)| {
         let n = g.program().outputs.len();
         let subset = prop::sample::subsequence((0..n).collect::<Vec<_>>(), 0..=n).prop_shuffle();
         (Just(g), Just(a.into_iter().next().expect("args")), subset)
@@ -417,7 +428,7 @@ fn drop_removes_outputs() {
 /// (the generator puts the varying inputs first; the others follow unchanged).
 #[test]
 fn swizzle_inputs_permutes() {
-    let strategy = with_args(GenConfig::default(), 1).prop_flat_map(|(g, a)| {
+    let strategy = with_args(p_config(), 1).prop_flat_map(|(g, a)| {
         let p = g.program();
         let n = p
             .params
