@@ -577,7 +577,7 @@ fn type_of(full: bool, t: u8) -> Type {
         return Type::scalar(BASIC_TYS[t % BASIC_TYS.len()]);
     }
     let s = FULL_SCALARS[t % FULL_SCALARS.len()];
-    if (t / 16) % 4 == 0 {
+    if (t / 16).is_multiple_of(4) {
         Type::tuple(s, 2 + ((t / 4) % 3) as u8).expect("2..=4 lanes")
     } else {
         Type::scalar(s)

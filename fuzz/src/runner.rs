@@ -356,7 +356,7 @@ pub fn run(cfg: &FuzzConfig, progress: &(dyn Fn(&Summary) + Sync)) -> Result<Sum
                         lock(&summary).mismatches.push(m);
                     }
                     done += 1;
-                    if done % 64 == 0 {
+                    if done.is_multiple_of(64) {
                         dev.clear();
                     }
                     let mut snap = lock(&summary).clone();
