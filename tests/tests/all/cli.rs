@@ -453,3 +453,78 @@ program @other(%a: f32) -> (f32) {
         "{err}"
     );
 }
+
+/// The PTX backend's workarounds for the miscompiles `weft fuzz` found on an H100 (issue 7;
+/// docs/testing.md, "What it found") hold in the emitted PTX, so CI checks them without a GPU:
+/// no 16-bit `abs`/`neg` (wrong machine code for MIN), no `sitofp i1` lowered as `selp 1, 0`
+/// (+1.0 for true), and with fast-math, f64 `sqrt` and `div` stay correctly rounded.
+#[test]
+fn ptx_avoids_the_miscompiles_the_fuzzer_found() {
+    let src = "program @p(%x: i16, %y: i8, %c: i32, %d: f64) -> (i16, i8, f32, f64, f64, f64) {
+  %a: i16 = abs %x
+  %n: i8 = neg %y
+  %z: i32 = const 0
+  %lt: bool = lt %c, %z
+  %m: i32 = const -1
+  %s: i32 = select %lt, %m, %z
+  %f: f32 = cast %s
+  %r: f64 = sqrt %d
+  %q: f64 = div %r, %d
+  %z8: i8 = const 0
+  %ne: bool = ne %y, %z8
+  %m8: i8 = const -1
+  %t: i8 = select %ne, %m8, %z8
+  %g: f64 = cast %t
+  return %a, %n, %f, %r, %q, %g
+}
+";
+    let file = tmp("ptx_workarounds.weft", src.as_bytes());
+    for fast in [false, true] {
+        let mut args = vec!["emit", "--target", "ptx", file.to_str().expect("path")];
+        if fast {
+            args.push("--fast-math");
+        }
+        let (code, ptx, err) = weft(&args);
+        assert_eq!(code, 0, "{err}");
+        for bad in [
+            "abs.s16",
+            "neg.s16",
+            "rsqrt.approx.f64",
+            "rcp.approx",
+            "div.approx.f64",
+        ] {
+            assert!(!ptx.contains(bad), "fast-math {fast}: `{bad}` in\n{ptx}");
+        }
+        assert!(
+            ptx.contains("sqrt.rn.f64"),
+            "fast-math {fast}: no sqrt.rn.f64 in\n{ptx}"
+        );
+        // LLVM makes `sitofp i1` of `%g`; the backend turns it into a select of -1.0 and 0.0.
+        assert!(
+            ptx.contains("0dBFF0000000000000"),
+            "fast-math {fast}: no select of -1.0 for the bool-to-f64 cast:\n{ptx}"
+        );
+        // `sitofp i1` as NVPTX miscompiled it: `selp.u32 %r, 1, 0, %p` then a signed convert.
+        let regs: Vec<String> = (ptx.lines())
+            .filter_map(|l| {
+                let ops = l
+                    .trim()
+                    .strip_prefix("selp.u32")?
+                    .trim()
+                    .trim_end_matches(';');
+                let parts: Vec<&str> = ops.split(',').map(str::trim).collect();
+                (parts.len() == 4 && parts[1] == "1" && parts[2] == "0")
+                    .then(|| parts[0].to_string())
+            })
+            .collect();
+        for r in &regs {
+            let bad = ptx.lines().map(str::trim).any(|l| {
+                l.starts_with("cvt.rn.f") && l.contains(".s32") && l.ends_with(&format!(", {r};"))
+            });
+            assert!(
+                !bad,
+                "fast-math {fast}: `selp.u32 {r}, 1, 0` into a signed convert:\n{ptx}"
+            );
+        }
+    }
+}
