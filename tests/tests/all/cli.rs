@@ -528,3 +528,38 @@ fn ptx_avoids_the_miscompiles_the_fuzzer_found() {
         }
     }
 }
+
+/// `weft fuzz`: a short run prints the summary table and exits 0; bad arguments name the
+/// argument; `cuda` without a driver is an error, not a panic (issue 7).
+#[test]
+fn fuzz_runs_and_reports() {
+    let out = std::env::temp_dir().join("weft-cli-fuzz");
+    let dir = out.to_str().expect("path");
+    let (code, text, err) = weft(&["fuzz", "--cases", "20", "--quiet", "--out-dir", dir]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("20 cases in"), "{text}");
+    assert!(text.contains("| cranelift | 20 | 0 |"), "{text}");
+    assert!(text.contains("| interp+default | 20 | 0 |"), "{text}");
+    let (code, _, err) = weft(&["fuzz", "--backends", "interp,gpu", "--quiet"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--backends: unknown backend `gpu`"), "{err}");
+    let (code, _, err) = weft(&["fuzz", "--time", "10x"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unknown unit `x`"), "{err}");
+    let (code, _, err) = weft(&[
+        "fuzz",
+        "--backends",
+        "cuda",
+        "--cases",
+        "1",
+        "--quiet",
+        "--out-dir",
+        dir,
+    ]);
+    if weft_runtime::cuda_driver_status().is_err() {
+        assert_eq!(code, 1);
+        assert!(err.contains("cuda requested"), "{err}");
+    } else {
+        assert_eq!(code, 0, "{err}");
+    }
+}
