@@ -390,95 +390,48 @@ fn lit() -> BoxedStrategy<Lit> {
         .boxed()
 }
 
+/// Steps made of two selectors and one operand (`Un`, `Cast`, `Bitcast`, `Extract`).
+fn one_operand(f: fn(u8, u8, u16) -> Step) -> BoxedStrategy<Step> {
+    (any::<u8>(), any::<u8>(), sel())
+        .prop_map(move |(a, b, x)| f(a, b, x))
+        .boxed()
+}
+
+/// Steps made of two selectors and two operands (`Bin`, `Cmp`, `Insert`, `Geom`).
+fn two_operands(f: fn(u8, u8, u16, u16) -> Step) -> BoxedStrategy<Step> {
+    (any::<u8>(), any::<u8>(), sel(), sel())
+        .prop_map(move |(a, b, x, y)| f(a, b, x, y))
+        .boxed()
+}
+
 fn simple_step(full: bool) -> BoxedStrategy<Step> {
-    let u8s = any::<u8>;
+    let select = (any::<u8>(), any::<bool>(), sel(), sel(), sel())
+        .prop_map(move |(t, l, c, a, b)| Step::Select(t, l && full, c, a, b));
+    let konst = (any::<u8>(), lit()).prop_map(|(t, l)| Step::Const(t, l));
     let mut arms: Vec<(u32, BoxedStrategy<Step>)> = vec![
-        (
-            6,
-            (u8s(), u8s(), sel(), sel())
-                .prop_map(|(o, t, a, b)| Step::Bin(o, t, a, b))
-                .boxed(),
-        ),
-        (
-            2,
-            (u8s(), u8s(), sel())
-                .prop_map(|(o, t, a)| Step::Un(o, t, a))
-                .boxed(),
-        ),
-        (
-            2,
-            (u8s(), u8s(), sel(), sel())
-                .prop_map(|(o, t, a, b)| Step::Cmp(o, t, a, b))
-                .boxed(),
-        ),
-        (
-            2,
-            (u8s(), any::<bool>(), sel(), sel(), sel())
-                .prop_map(move |(t, l, c, a, b)| Step::Select(t, l && full, c, a, b))
-                .boxed(),
-        ),
-        (
-            2,
-            (u8s(), u8s(), sel())
-                .prop_map(|(to, from, a)| Step::Cast(to, from, a))
-                .boxed(),
-        ),
-        (
-            3,
-            (u8s(), lit()).prop_map(|(t, l)| Step::Const(t, l)).boxed(),
-        ),
+        (6, two_operands(Step::Bin)),
+        (2, one_operand(Step::Un)),
+        (2, two_operands(Step::Cmp)),
+        (2, select.boxed()),
+        (2, one_operand(Step::Cast)),
+        (3, konst.boxed()),
     ];
     if full {
-        let lanes4 = prop::array::uniform4(0u8..4);
+        let fma = (any::<u8>(), sel(), sel(), sel()).prop_map(|(t, a, b, c)| Step::Fma(t, a, b, c));
+        let tuple = (any::<u8>(), any::<u8>(), prop::array::uniform4(sel()))
+            .prop_map(|(t, n, l)| Step::Tuple(t, n, l));
+        let swizzle = (any::<u8>(), prop::array::uniform4(0u8..4), 1u8..=4, sel())
+            .prop_map(|(t, l, n, a)| Step::Swizzle(t, l, n, a));
+        let builtin = (any::<bool>(), any::<bool>()).prop_map(|(s, w)| Step::Builtin(s, w));
         arms.extend([
-            (
-                1,
-                (u8s(), sel(), sel(), sel())
-                    .prop_map(|(t, a, b, c)| Step::Fma(t, a, b, c))
-                    .boxed(),
-            ),
-            (
-                1,
-                (u8s(), u8s(), sel())
-                    .prop_map(|(t, to, a)| Step::Bitcast(t, to, a))
-                    .boxed(),
-            ),
-            (
-                1,
-                (u8s(), u8s(), prop::array::uniform4(sel()))
-                    .prop_map(|(t, n, l)| Step::Tuple(t, n, l))
-                    .boxed(),
-            ),
-            (
-                1,
-                (u8s(), u8s(), sel())
-                    .prop_map(|(t, l, a)| Step::Extract(t, l, a))
-                    .boxed(),
-            ),
-            (
-                1,
-                (u8s(), u8s(), sel(), sel())
-                    .prop_map(|(t, m, a, b)| Step::Insert(t, m, a, b))
-                    .boxed(),
-            ),
-            (
-                1,
-                (u8s(), lanes4, 1u8..=4, sel())
-                    .prop_map(|(t, l, n, a)| Step::Swizzle(t, l, n, a))
-                    .boxed(),
-            ),
-            (
-                1,
-                (u8s(), u8s(), sel(), sel())
-                    .prop_map(|(o, t, a, b)| Step::Geom(o, t, a, b))
-                    .boxed(),
-            ),
-            (
-                1,
-                (any::<bool>(), any::<bool>())
-                    .prop_map(|(s, w)| Step::Builtin(s, w))
-                    .boxed(),
-            ),
+            (1, fma.boxed()),
+            (1, one_operand(Step::Bitcast)),
+            (1, tuple.boxed()),
+            (1, one_operand(Step::Extract)),
+            (1, two_operands(Step::Insert)),
+            (1, swizzle.boxed()),
+            (1, two_operands(Step::Geom)),
+            (1, builtin.boxed()),
         ]);
     }
     prop::strategy::Union::new_weighted(arms).boxed()
