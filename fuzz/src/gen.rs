@@ -900,38 +900,16 @@ struct Env<'a> {
     full: bool,
 }
 
+/// The arithmetic ops every numeric type has.
+const ARITH: [O; 7] = [O::Add, O::Sub, O::Mul, O::Div, O::Rem, O::Min, O::Max];
+
 /// Ops for binary steps on values of type `t`.
 fn binary_ops(s: ScalarType, full: bool) -> Vec<O> {
     match s {
         Bool => vec![O::And, O::Or, O::Xor],
-        s if s.is_float() && full => vec![
-            O::Add,
-            O::Sub,
-            O::Mul,
-            O::Div,
-            O::Rem,
-            O::Min,
-            O::Max,
-            O::Add,
-            O::Mul,
-            O::Pow,
-            O::Atan2,
-        ],
-        s if s.is_float() => vec![O::Add, O::Sub, O::Mul, O::Div, O::Rem, O::Min, O::Max],
-        _ => vec![
-            O::Add,
-            O::Sub,
-            O::Mul,
-            O::Div,
-            O::Rem,
-            O::Min,
-            O::Max,
-            O::And,
-            O::Or,
-            O::Xor,
-            O::Shl,
-            O::Shr,
-        ],
+        s if s.is_float() && full => [&ARITH[..], &[O::Add, O::Mul, O::Pow, O::Atan2]].concat(),
+        s if s.is_float() => ARITH.to_vec(),
+        _ => [&ARITH[..], &[O::And, O::Or, O::Xor, O::Shl, O::Shr]].concat(),
     }
 }
 
