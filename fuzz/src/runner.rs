@@ -190,16 +190,6 @@ fn shrink(
     steps: u32,
     detail: String,
 ) -> (Case, String) {
-    let differs = |c: &Case| -> Option<String> {
-        let want = match oracle(c) {
-            Ok(Oracle::Outputs(o)) => o,
-            _ => return None,
-        };
-        match check(c, target, &want, dev) {
-            Check::Differs(d) => Some(d),
-            _ => None,
-        }
-    };
     let current =
         |tree: &mut _| std::panic::catch_unwind(AssertUnwindSafe(|| ValueTree::current(tree))).ok();
     let mut best = (tree.current(), detail);
@@ -210,7 +200,7 @@ fn shrink(
     while n < steps {
         n += 1;
         // A candidate the generator cannot build counts as passing.
-        let found = current(tree).and_then(|c| differs(&c).map(|d| (c, d)));
+        let found = current(tree).and_then(|c| still_differs(&c, target, dev).map(|d| (c, d)));
         if let Some((c, d)) = found {
             best = (c, d);
             if !tree.simplify() {
