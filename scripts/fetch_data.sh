@@ -29,6 +29,10 @@ fetch_deb_file() { # package, path inside the package, destination, sha256
 }
 fetch_deb_file apbs-data usr/share/apbs/examples/misc/mache.pqr "$cache/mache.pqr" \
   7880f8948a00b092e4f9ac9afc11f9722ce944edd6d5214319a0e43ac09b68d9
+# A symmetric positive definite Matrix Market matrix for SpMV and CG (147x147, 1,298 stored
+# entries of the lower triangle; GPL-2+), from R's Matrix package as Debian ships it.
+fetch_deb_file r-cran-matrix usr/lib/R/library/Matrix/external/lund_a.mtx "$cache/lund_a.mtx" \
+  9d9cc6b77f0e3057317009c5e06d658e40a137a3d551ff298654d26eccce8c25
 # scikit-image's coins.png (303x384, 24 coins; BSD-3), from the scikit-image wheel on PyPI.
 fetch_wheel_file() { # requirement, path inside the wheel, destination, sha256
   local req=$1 inner=$2 dest=$3 sum=$4
