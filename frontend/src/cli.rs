@@ -4,6 +4,7 @@
 //! Exit codes: 0 success, 1 bad input (with a message naming the place), 2 usage.
 
 pub mod fuzz;
+pub mod iteration;
 pub mod transform;
 
 use crate::npy;
@@ -84,16 +85,33 @@ pub enum Command {
         /// docs/semantics.md).
         #[arg(long)]
         fast_math: bool,
-        /// An input: NAME=PATH.npy (varying or array parameter), NAME=NUMBER or
+        /// An input: NAME=PATH.npy (varying or array parameter), NAME=PATH.png (an 8-bit
+        /// image as a 2-D array of grey levels 0…255, f32 or u8), NAME=NUMBER or
         /// NAME=N1,N2,.. (uniform scalar or tuple).
         #[arg(long = "in", value_name = "NAME=VALUE")]
         inputs: Vec<String>,
-        /// Save an output: NAME=PATH.npy (NAME is the output's name or position).
+        /// Save an output: NAME=PATH.npy (NAME is the output's name or position), or
+        /// NAME=PATH.png for a 2-D scalar output (a heat map with a colour bar).
         #[arg(long = "out", value_name = "NAME=PATH")]
         outputs: Vec<String>,
         /// Launch shape (e.g. 64,64) for a program with no varying input.
         #[arg(long, value_delimiter = ',')]
         shape: Option<Vec<usize>>,
+        /// Run the program up to N times, feeding outputs back into inputs (`--feed`) after
+        /// each run; with `--until`, stop as soon as the condition holds.
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        iterate: u64,
+        /// With `--iterate`: after each run, output OUT becomes input IN of the next run
+        /// (same type; a varying output may feed an array input of the same rank).
+        #[arg(long, value_name = "OUT=IN")]
+        feed: Vec<String>,
+        /// With `--iterate`: stop once the largest element of output OUT is below TOL (a
+        /// NaN never is), e.g. `--until delta<1e-4`.
+        #[arg(long, value_name = "OUT<TOL")]
+        until: Option<String>,
+        /// Print the sum of output OUT's elements (in f64; all lanes of a tuple).
+        #[arg(long = "sum", value_name = "OUT")]
+        sums: Vec<String>,
         /// Ops one element may execute before the run stops (runaway-loop guard; the
         /// interpreter only: compiled code has no fuel).
         #[arg(long, default_value_t = weft_ir::interp::DEFAULT_FUEL)]
@@ -480,6 +498,10 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
             outputs,
             shape,
             fuel,
+            iterate,
+            feed,
+            until,
+            sums,
         } => {
             let available = weft_runtime::available_backends();
             if !available.contains(&backend.as_str()) {
@@ -507,42 +529,61 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
             };
             let m = load(&file)?;
             let p = choose_program(&m, program.as_deref(), &file)?;
-            let ins = bind_inputs(p, &inputs)?;
-            let outs = if backend == "interp" {
-                let mut interp = Interpreter::new(&m);
-                interp.fuel = fuel;
-                interp
-                    .apply(&p.name, &ins, shape.as_deref())
-                    .map_err(|e| format!("error: {e}"))?
-            } else if let Some(dev) = &cuda {
-                dev.apply(&m, &p.name, &ins, shape.as_deref())
-                    .map_err(|e| format!("error: {e}"))?
-            } else {
-                let compiler = match backend.as_str() {
-                    "llvm" => {
-                        weft_runtime::HostCompiler::Llvm(weft_backend_llvm::Options { fast_math })
-                    }
-                    _ => weft_runtime::HostCompiler::Cranelift,
-                };
-                weft_runtime::CpuDevice::with_compiler(compiler)
-                    .apply(&m, &p.name, &ins, shape.as_deref())
-                    .map_err(|e| format!("error: {e}"))?
+            let mut ins = bind_inputs(p, &inputs)?;
+            let plan = iteration::Plan::parse(p, iterate, &feed, until.as_deref())?;
+            let sums: Vec<usize> = sums
+                .iter()
+                .map(|o| output_index(p, o, "--sum"))
+                .collect::<Result<_, _>>()?;
+            let cpu = match backend.as_str() {
+                "llvm" => Some(weft_runtime::CpuDevice::with_compiler(
+                    weft_runtime::HostCompiler::Llvm(weft_backend_llvm::Options { fast_math }),
+                )),
+                "cranelift" => Some(weft_runtime::CpuDevice::with_compiler(
+                    weft_runtime::HostCompiler::Cranelift,
+                )),
+                _ => None,
             };
+            let run_once = |ins: &[Input]| -> Result<Vec<HostArray>, CliError> {
+                let r = if let Some(dev) = &cuda {
+                    dev.apply(&m, &p.name, ins, shape.as_deref())
+                } else if let Some(dev) = &cpu {
+                    dev.apply(&m, &p.name, ins, shape.as_deref())
+                } else {
+                    let mut interp = Interpreter::new(&m);
+                    interp.fuel = fuel;
+                    interp
+                        .apply(&p.name, ins, shape.as_deref())
+                        .map_err(Into::into)
+                };
+                r.map_err(|e| format!("error: {e}").into())
+            };
+            let start = std::time::Instant::now();
+            let (outs, ran) = plan.run(&mut ins, run_once)?;
+            let secs = start.elapsed().as_secs_f64();
+            if plan.is_iterated() {
+                let _ = writeln!(out, "{}", plan.report(ran, &outs, secs));
+            }
+            for &i in &sums {
+                let _ = writeln!(
+                    out,
+                    "sum({}) = {}",
+                    p.output_name(i),
+                    iteration::sum_f64(&outs[i])
+                );
+            }
             for spec in &outputs {
                 let (name, path) = split_eq(spec, "--out")?;
-                let i = p.output_index(name).ok_or_else(|| {
-                    format!(
-                        "error: --out {spec}: @{} has no output `{name}` (outputs: {})",
-                        p.name,
-                        (0..p.outputs.len())
-                            .map(|i| p.output_name(i))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                })?;
-                npy::write_npy(Path::new(path), &outs[i]).map_err(|e| format!("error: {e}"))?;
+                let i = output_index(p, name, "--out")?;
+                let path = Path::new(path);
+                if path.extension().is_some_and(|e| e == "png") {
+                    iteration::write_png(path, &outs[i])
+                        .map_err(|e| format!("error: --out {name}: {e}"))?;
+                } else {
+                    npy::write_npy(path, &outs[i]).map_err(|e| format!("error: {e}"))?;
+                }
             }
-            if outputs.is_empty() {
+            if outputs.is_empty() && sums.is_empty() {
                 for (i, a) in outs.iter().enumerate() {
                     let _ = writeln!(out, "{}", summary(&p.output_name(i), a));
                 }
@@ -608,6 +649,22 @@ fn choose_program<'m>(
         )
         .into()),
     }
+}
+
+/// The position of output `name` of `p` (its name or position), or an error for `flag`
+/// listing the outputs.
+fn output_index(p: &Program, name: &str, flag: &str) -> Result<usize, CliError> {
+    p.output_index(name).ok_or_else(|| {
+        format!(
+            "error: {flag} {name}: @{} has no output `{name}` (outputs: {})",
+            p.name,
+            (0..p.outputs.len())
+                .map(|i| p.output_name(i))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+        .into()
+    })
 }
 
 fn split_eq<'a>(spec: &'a str, flag: &str) -> Result<(&'a str, &'a str), CliError> {
@@ -690,6 +747,11 @@ fn bind_inputs(p: &Program, specs: &[String]) -> Result<Vec<Input>, CliError> {
             ParamKind::Uniform => Input::Uniform(parse_const(ty, value).map_err(bad)?),
             ParamKind::Varying | ParamKind::Array => {
                 let path = Path::new(value);
+                if value.ends_with(".png") {
+                    let a = iteration::read_png(path, ty).map_err(bad)?;
+                    ins[i] = Some(Input::Array(Arc::new(a)));
+                    continue;
+                }
                 if !value.ends_with(".npy") && !path.exists() {
                     return Err(bad(format!(
                         "is a {} input of type {ty}: give a .npy file, not `{value}`",

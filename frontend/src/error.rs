@@ -30,6 +30,10 @@ pub enum Error {
     /// A program failed verification (rendered diagnostics).
     #[error("{0}")]
     Invalid(String),
+    /// An input file is missing, unreadable or malformed (`weft::data`); the message names
+    /// the file (and line where there is one).
+    #[error("{0}")]
+    Input(String),
 }
 
 impl Error {

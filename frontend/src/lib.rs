@@ -5,6 +5,7 @@ mod apply;
 pub mod array;
 pub mod cli;
 pub mod collective;
+pub mod data;
 pub mod device;
 pub mod dsl;
 pub mod error;

@@ -1,0 +1,124 @@
+//! Jacobi (Lee et al., "OpenMP to GPGPU", PPoPP 2009, JACOBI): Laplace's equation on an
+//! `n × n` grid of f32 with the top edge held at 1 and the others at 0, swept with the
+//! 4-point stencil until the largest change of a sweep is below a tolerance
+//! (docs/workloads.md). The change is only needed on every 10th sweep: the other sweeps run
+//! the program specialised to its first output (`keep`, dead-code elimination).
+//!
+//! `cargo run --release -p weft --example jacobi [DEVICE] [N] [TOL] [MAX_SWEEPS]`
+
+use weft::dsl::{index, select, shape, InArray, Out, Program, Value1f};
+use weft::ir::Boundary;
+use weft::{max, Array, Device, Result};
+
+/// Sweeps between two convergence checks.
+pub const CHECK: usize = 10;
+
+/// The sweep as a program: `u` (read as a clamped array) → (`u_next`, `delta` = |change|).
+pub fn sweep() -> Result<Program> {
+    Program::record_named("jacobi", || {
+        let u = InArray::<2, Value1f>::named("u", Boundary::Clamp);
+        let ij = index::<2>();
+        let last = shape::<2>() - 1i32;
+        let edge = ij.eq(0i32) | ij.eq(&last);
+        let edge = edge.x() | edge.y();
+        let c = u.read(&ij);
+        let up = u.read(&ij - weft::dsl::Value2i::from_array([1, 0]));
+        let down = u.read(&ij + weft::dsl::Value2i::from_array([1, 0]));
+        let left = u.read(&ij - weft::dsl::Value2i::from_array([0, 1]));
+        let right = u.read(&ij + weft::dsl::Value2i::from_array([0, 1]));
+        let avg = ((up + down) + (left + right)) * 0.25f32;
+        let next = select(edge, &c, avg);
+        let delta = (&next - &c).abs();
+        Out::named("u_next", next);
+        Out::named("delta", delta);
+    })
+}
+
+/// The initial grid: 1 on the top row, 0 elsewhere (row-major).
+pub fn initial(n: usize) -> Vec<f32> {
+    (0..n * n).map(|k| if k < n { 1.0 } else { 0.0 }).collect()
+}
+
+/// Sweeps until a check finds the largest change below `tol` or `max_sweeps` have run:
+/// (grid, sweeps run, last checked change).
+pub fn jacobi(
+    dev: &Device,
+    n: usize,
+    tol: f32,
+    max_sweeps: usize,
+) -> Result<(Vec<f32>, usize, f32)> {
+    let full = sweep()?;
+    let fast = full.keep(&["u_next"])?;
+    let mut u: Array<2, f32> = Array::from_vec([n, n], initial(n))?;
+    let (mut sweeps, mut delta) = (0, f32::INFINITY);
+    dev.scope(|| -> Result<()> {
+        while sweeps < max_sweeps {
+            sweeps += 1;
+            if sweeps % CHECK == 0 {
+                let (next, d): (Array<2, f32>, Array<2, f32>) = full.apply_shape(&[n, n], &u)?;
+                u = next;
+                delta = max(&d)?;
+                if delta < tol {
+                    break;
+                }
+            } else {
+                u = fast.apply_shape(&[n, n], &u)?;
+            }
+        }
+        Ok(())
+    })?;
+    Ok((u.to_vec()?, sweeps, delta))
+}
+
+/// The f64 reference: `sweeps` sweeps of the same stencil.
+pub fn reference(n: usize, sweeps: usize) -> Vec<f64> {
+    let mut u: Vec<f64> = initial(n).iter().map(|&x| x as f64).collect();
+    let mut v = u.clone();
+    for _ in 0..sweeps {
+        for i in 1..n - 1 {
+            for j in 1..n - 1 {
+                v[i * n + j] = 0.25
+                    * ((u[(i - 1) * n + j] + u[(i + 1) * n + j])
+                        + (u[i * n + j - 1] + u[i * n + j + 1]));
+            }
+        }
+        std::mem::swap(&mut u, &mut v);
+    }
+    u
+}
+
+/// Largest |a − b| over the grid.
+pub fn max_error(a: &[f32], b: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .fold(0.0, |m, (&x, &y)| f64::max(m, (x as f64 - y).abs()))
+}
+
+#[allow(dead_code)]
+fn main() {
+    let arg = |i: usize| std::env::args().nth(i);
+    let name = arg(1).unwrap_or_else(|| "cpu".into());
+    let n = arg(2).and_then(|s| s.parse().ok()).unwrap_or(64);
+    let tol = arg(3).and_then(|s| s.parse().ok()).unwrap_or(1e-4);
+    let max_sweeps = arg(4).and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    let run = || -> Result<()> {
+        let dev = Device::by_name(&name)?;
+        let t = std::time::Instant::now();
+        let (u, sweeps, delta) = jacobi(&dev, n, tol, max_sweeps)?;
+        let dt = t.elapsed().as_secs_f64();
+        let err = max_error(&u, &reference(n, sweeps));
+        println!(
+            "jacobi on {dev}: {n}×{n} grid, {sweeps} sweeps in {:.1} ms (last change {delta:e}, tolerance {tol:e}); max |u − u_f64| = {err:.2e} (tolerance 1e-4) {}",
+            dt * 1e3,
+            if err <= 1e-4 { "ok" } else { "FAILED" }
+        );
+        if err > 1e-4 {
+            std::process::exit(1);
+        }
+        Ok(())
+    };
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}

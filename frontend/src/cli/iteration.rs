@@ -1,0 +1,216 @@
+//! `weft run --iterate N --feed OUT=IN --until OUT<TOL --sum OUT`: a program run repeatedly
+//! with outputs fed back into inputs (Jacobi sweeps, CG steps), stopped by a tolerance on an
+//! output; sums of outputs (EP's tallies); 2-D outputs written as PNG heat maps.
+
+use super::{output_index, CliError};
+use std::path::Path;
+use std::sync::Arc;
+use weft_ir::interp::Input;
+use weft_ir::konst::{lane_f64, lane_i64};
+use weft_ir::{HostArray, ParamKind, Program, ScalarType};
+
+/// How `weft run` repeats a program: at most `max` runs; after each, `feeds` (output,
+/// input) pairs move outputs into inputs; `until` (output, tolerance) stops the loop.
+pub struct Plan {
+    max: u64,
+    feeds: Vec<(usize, usize)>,
+    until: Option<(usize, f64)>,
+    until_name: String,
+}
+
+impl Plan {
+    /// Checks the `--iterate`, `--feed` and `--until` arguments against `p`'s signature.
+    ///
+    /// Errors: `--iterate 0`, a feed or condition naming no output/input of `p`, a feed
+    /// whose output type is not the input's (element) type, `--feed`/`--until` without
+    /// `--iterate`, a tolerance that is not a number.
+    pub fn parse(
+        p: &Program,
+        max: u64,
+        feeds: &[String],
+        until: Option<&str>,
+    ) -> Result<Plan, CliError> {
+        if max == 0 {
+            return Err("error: --iterate must be at least 1".into());
+        }
+        if max == 1 && (!feeds.is_empty() || until.is_some()) {
+            return Err("error: --feed and --until need --iterate N (N > 1)".into());
+        }
+        let mut pairs = Vec::new();
+        for spec in feeds {
+            let (o, i) = spec
+                .split_once('=')
+                .ok_or_else(|| format!("error: --feed {spec}: expected OUT=IN"))?;
+            let oi = output_index(p, o, "--feed")?;
+            let ii = p
+                .param_index(i)
+                .ok_or_else(|| format!("error: --feed {spec}: @{} has no input `{i}`", p.name))?;
+            let par = p.params[ii];
+            let in_ty = p.ty(par.value);
+            let elem = match par.kind {
+                ParamKind::Array => in_ty.array_parts().map_or(in_ty, |(_, e, _)| e),
+                ParamKind::Varying => in_ty,
+                ParamKind::Uniform => return Err(format!(
+                    "error: --feed {spec}: `{i}` is a uniform input; feed varying or array inputs"
+                )
+                .into()),
+            };
+            let out_ty = p.outputs[oi].ty;
+            if out_ty != elem {
+                return Err(format!(
+                    "error: --feed {spec}: output `{o}` is {out_ty} but input `{i}` takes {in_ty}"
+                )
+                .into());
+            }
+            pairs.push((oi, ii));
+        }
+        let (until, until_name) = match until {
+            None => (None, String::new()),
+            Some(spec) => {
+                let (o, t) = spec
+                    .split_once('<')
+                    .ok_or_else(|| format!("error: --until {spec}: expected OUT<TOL"))?;
+                let oi = output_index(p, o.trim(), "--until")?;
+                let tol: f64 = t
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("error: --until {spec}: `{t}` is not a number"))?;
+                (Some((oi, tol)), o.trim().to_string())
+            }
+        };
+        Ok(Plan {
+            max,
+            feeds: pairs,
+            until,
+            until_name,
+        })
+    }
+
+    /// Whether the program runs more than once.
+    pub fn is_iterated(&self) -> bool {
+        self.max > 1
+    }
+
+    /// Runs `run_once` up to `max` times over `ins` (updated by the feeds): the last
+    /// outputs and the number of runs.
+    pub fn run(
+        &self,
+        ins: &mut [Input],
+        mut run_once: impl FnMut(&[Input]) -> Result<Vec<HostArray>, CliError>,
+    ) -> Result<(Vec<HostArray>, u64), CliError> {
+        let mut k = 0;
+        loop {
+            let outs = run_once(ins)?;
+            k += 1;
+            let done = self.until.is_some_and(|(o, tol)| max_f64(&outs[o]) < tol);
+            if done || k == self.max {
+                return Ok((outs, k));
+            }
+            for &(o, i) in &self.feeds {
+                ins[i] = Input::Array(Arc::new(outs[o].clone()));
+            }
+        }
+    }
+
+    /// One line: runs, time, and the stopping condition's value.
+    pub fn report(&self, runs: u64, outs: &[HostArray], secs: f64) -> String {
+        match self.until {
+            Some((o, tol)) => {
+                let m = max_f64(&outs[o]);
+                let state = if m < tol {
+                    format!("converged: max({}) = {m:e} < {tol:e}", self.until_name)
+                } else {
+                    format!("not converged: max({}) = {m:e}", self.until_name)
+                };
+                format!("iterations: {runs} in {secs:.3} s ({state})")
+            }
+            None => format!("iterations: {runs} in {secs:.3} s"),
+        }
+    }
+}
+
+fn lanes_f64(a: &HostArray) -> impl Iterator<Item = f64> + '_ {
+    let s = a.elem.lanes().map_or(ScalarType::F32, |(s, _)| s);
+    a.data.iter().map(move |&b| {
+        if s.is_float() {
+            lane_f64(s, b)
+        } else if s.is_signed_int() {
+            lane_i64(s, b) as f64
+        } else {
+            b as f64
+        }
+    })
+}
+
+/// The largest lane of `a` as f64; NaN if any lane is NaN (so `NaN < tol` never stops a
+/// loop); −∞ for an empty array.
+pub fn max_f64(a: &HostArray) -> f64 {
+    lanes_f64(a).fold(f64::NEG_INFINITY, |m, x| {
+        if x.is_nan() || m.is_nan() {
+            f64::NAN
+        } else {
+            m.max(x)
+        }
+    })
+}
+
+/// The sum of every lane of `a` in f64 (in element order).
+pub fn sum_f64(a: &HostArray) -> f64 {
+    lanes_f64(a).sum()
+}
+
+/// Writes a 2-D output of one lane per element as a viridis heat map with a colour bar
+/// (its range: the output's minimum and maximum).
+pub fn write_png(path: &Path, a: &HostArray) -> Result<(), String> {
+    let lanes = a.elem.lanes().map_or(1, |(_, n)| n);
+    if a.shape.len() != 2 || lanes != 1 {
+        return Err(format!(
+            "a PNG needs a 2-D output of scalars; this one has shape {:?} and {lanes} lane(s)",
+            a.shape
+        ));
+    }
+    let v: Vec<f32> = lanes_f64(a).map(|x| x as f32).collect();
+    let lo = v
+        .iter()
+        .copied()
+        .filter(|x| x.is_finite())
+        .fold(f32::INFINITY, f32::min);
+    let hi = v
+        .iter()
+        .copied()
+        .filter(|x| x.is_finite())
+        .fold(f32::NEG_INFINITY, f32::max);
+    crate::data::write_heatmap_png(path, a.shape[0], a.shape[1], &v, (lo, hi), 1)
+        .map_err(|e| e.to_string())
+}
+
+/// Reads an 8-bit PNG as the contents of an input of type `ty` (a 2-D array of `f32` or `u8`,
+/// or a varying `f32`/`u8`): grey levels 0…255, shape (height, width).
+pub fn read_png(path: &Path, ty: weft_ir::Type) -> Result<HostArray, String> {
+    let (elem, rank) = match ty.array_parts() {
+        Some((d, e, _)) => (e, d as usize),
+        None => (ty, 2),
+    };
+    let s = elem.lanes().filter(|&(_, n)| n == 1).map(|(s, _)| s);
+    if rank != 2 || !matches!(s, Some(ScalarType::F32 | ScalarType::U8)) {
+        return Err(format!(
+            "a PNG gives a 2-D array of f32 or u8 grey levels; the input is {ty}"
+        ));
+    }
+    let (h, w, px) = crate::data::read_png_gray(path).map_err(|e| e.to_string())?;
+    let data = px
+        .iter()
+        .map(|&g| {
+            if s == Some(ScalarType::U8) {
+                g as u64
+            } else {
+                (g as f32).to_bits() as u64
+            }
+        })
+        .collect();
+    Ok(HostArray {
+        elem,
+        shape: vec![h, w],
+        data,
+    })
+}
