@@ -76,10 +76,11 @@
 // synchronising call, which is checked too).
 #define KCHECK() CK(cudaGetLastError())
 
-// The coin finder's best map written out: 1 = `best` after step (3) (the peaks' disks set to 0,
-// the doc's literal reading); 0 = the score map of step (2) (peak finding then works on a copy).
+// The coin finder's best map written out: 0 = the score map of step (2), max_R s_R, as
+// bench/c/coins.c writes it (peak finding then works on a device copy, made inside the timed
+// repetition); 1 = `best` after step (3), the peaks' disks set to 0.
 #ifndef COINS_BEST_AFTER_SUPPRESSION
-#define COINS_BEST_AFTER_SUPPRESSION 1
+#define COINS_BEST_AFTER_SUPPRESSION 0
 #endif
 
 typedef unsigned long long u64;
@@ -513,7 +514,7 @@ static int run_cg(const char* dir, int reps, const char* impl, char** a, int na_
   });
   write_output(dir, "cg_x", impl, dev_download(d_x, n));
   printf("%.9f\n", t);
-  printf("iterations %d residual %.9e\n", iterations, residual);
+  printf("iterations %d residual %.17g\n", iterations, residual);
   return 0;
 }
 
@@ -623,7 +624,7 @@ static int run_ep(const char* dir, int reps, const char* impl, char** a, int na_
   std::vector<double> sums = dev_download(d_sums, 2);
   std::vector<u64> counts = dev_download(d_counts, 10);
   printf("%.9f\n", t);
-  printf("sx %.15e sy %.15e\n", sums[0], sums[1]);
+  printf("sx %.17g sy %.17g\n", sums[0], sums[1]);
   printf("q");
   for (int c = 0; c < 10; c++) printf(" %llu", counts[c]);
   printf("\n");

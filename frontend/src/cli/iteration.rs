@@ -50,10 +50,12 @@ impl Plan {
             let elem = match par.kind {
                 ParamKind::Array => in_ty.array_parts().map_or(in_ty, |(_, e, _)| e),
                 ParamKind::Varying => in_ty,
-                ParamKind::Uniform => return Err(format!(
+                ParamKind::Uniform => {
+                    return Err(format!(
                     "error: --feed {spec}: `{i}` is a uniform input; feed varying or array inputs"
                 )
-                .into()),
+                    .into())
+                }
             };
             let out_ty = p.outputs[oi].ty;
             if out_ty != elem {

@@ -1,0 +1,241 @@
+//! SpMV in CSR and a conjugate-gradient solve (Lee et al., "OpenMP to GPGPU", SPMUL and CG)
+//! in f64 on a real symmetric positive definite matrix, `lund_a.mtx` (Matrix Market, fetched
+//! by `scripts/fetch_data.sh`), or the 5-point Poisson matrix of an m × m grid
+//! (docs/workloads.md). One CG iteration is three launches and two reductions: SpMV fused
+//! with the p·q products, the x/r update with the r·r products, the new direction.
+//!
+//! `cargo run --release -p weft --example cg [DEVICE] [lund_a | poisson:M] [TOL] [MAXIT]`
+
+use weft::data::Csr;
+use weft::dsl::{for_, index, In, InArray, Out, Param, Program, Value1d, Value1i};
+use weft::ir::Boundary;
+use weft::{sum, Array, Device, Result};
+
+/// A matrix on a device: the CSR arrays.
+pub struct DeviceCsr {
+    n: usize,
+    rowptr: Array<1, i32>,
+    col: Array<1, i32>,
+    val: Array<1, f64>,
+}
+
+impl DeviceCsr {
+    /// Copies `a`'s arrays into weft arrays.
+    pub fn new(a: &Csr) -> Result<DeviceCsr> {
+        Ok(DeviceCsr {
+            n: a.rows,
+            rowptr: Array::from_slice([a.rowptr.len()], &a.rowptr)?,
+            col: Array::from_slice([a.col.len()], &a.col)?,
+            val: Array::from_slice([a.val.len()], &a.val)?,
+        })
+    }
+}
+
+/// Records row `i` of A times `x` (the stored entries in order).
+fn row_times(
+    rowptr: &InArray<1, Value1i>,
+    col: &InArray<1, Value1i>,
+    val: &InArray<1, Value1d>,
+    x: &InArray<1, Value1d>,
+    i: &Value1i,
+) -> Value1d {
+    let acc = Value1d::new(0.0);
+    for_(rowptr.read(i), rowptr.read(i + 1i32), |k| {
+        acc.assign(&acc + val.read(&k) * x.read(col.read(&k)));
+    });
+    acc
+}
+
+fn csr_inputs() -> (
+    InArray<1, Value1i>,
+    InArray<1, Value1i>,
+    InArray<1, Value1d>,
+) {
+    (
+        InArray::named("rowptr", Boundary::Clamp),
+        InArray::named("col", Boundary::Clamp),
+        InArray::named("val", Boundary::Clamp),
+    )
+}
+
+/// SpMV: `y = A x`, one row per element.
+pub fn spmv_program() -> Result<Program> {
+    Program::record_named("spmv", || {
+        let (rowptr, col, val) = csr_inputs();
+        let x = InArray::<1, Value1d>::named("x", Boundary::Clamp);
+        Out::named("y", row_times(&rowptr, &col, &val, &x, &index::<1>()));
+    })
+}
+
+/// `A x` on `dev`.
+pub fn spmv(dev: &Device, a: &DeviceCsr, x: &[f64]) -> Result<Vec<f64>> {
+    let p = spmv_program()?;
+    let x = Array::from_slice([x.len()], x)?;
+    let y: Array<1, f64> = p.apply_shape_on(dev, &[a.n], (&a.rowptr, &a.col, &a.val, &x))?;
+    y.to_vec()
+}
+
+/// The result of a CG solve.
+pub struct Solve {
+    /// The solution.
+    pub x: Vec<f64>,
+    /// Iterations run.
+    pub iterations: usize,
+    /// ‖r‖/‖b‖ of the recurrence at exit.
+    pub residual: f64,
+}
+
+/// Solves `A x = b` from `x = 0` until ‖r‖/‖b‖ < `tol` or `maxit` iterations.
+pub fn cg(dev: &Device, a: &DeviceCsr, b: &[f64], tol: f64, maxit: usize) -> Result<Solve> {
+    let spmv_dot = Program::record_named("spmv_dot", || {
+        let (rowptr, col, val) = csr_inputs();
+        let p = InArray::<1, Value1d>::named("p", Boundary::Clamp);
+        let i = index::<1>();
+        let q = row_times(&rowptr, &col, &val, &p, &i);
+        let pq = p.read(&i) * &q;
+        Out::named("q", q);
+        Out::named("pq", pq);
+    })?;
+    let update = Program::record_named("update", || {
+        let x = In::<Value1d>::named("x");
+        let r = In::<Value1d>::named("r");
+        let p = In::<Value1d>::named("p");
+        let q = In::<Value1d>::named("q");
+        let alpha = Param::uniform::<Value1d>("alpha");
+        let r2 = &r - &alpha * q;
+        Out::named("x", x + &alpha * p);
+        Out::named("rr", &r2 * &r2);
+        Out::named("r", r2);
+    })?;
+    let direction = Program::record_named("direction", || {
+        let r = In::<Value1d>::named("r");
+        let p = In::<Value1d>::named("p");
+        let beta = Param::uniform::<Value1d>("beta");
+        Out::named("p", r + beta * p);
+    })?;
+    let n = a.n;
+    let bnorm = b.iter().map(|v| v * v).sum::<f64>().sqrt();
+    dev.scope(|| {
+        let mut x: Array<1, f64> = Array::filled([n], 0.0)?;
+        let mut r: Array<1, f64> = Array::from_slice([n], b)?;
+        let mut p = r.clone();
+        let mut rr = b.iter().map(|v| v * v).sum::<f64>();
+        let mut it = 0;
+        let mut res = rr.sqrt() / bnorm;
+        while it < maxit && res >= tol {
+            it += 1;
+            let (q, pq): (Array<1, f64>, Array<1, f64>) =
+                spmv_dot.apply_shape(&[n], (&a.rowptr, &a.col, &a.val, &p))?;
+            let alpha = rr / sum(&pq)?;
+            let (x2, rr_e, r2): (Array<1, f64>, Array<1, f64>, Array<1, f64>) =
+                update.apply((&x, &r, &p, &q, alpha))?;
+            let rr2 = sum(&rr_e)?;
+            (x, r) = (x2, r2);
+            res = rr2.sqrt() / bnorm;
+            if res < tol {
+                break;
+            }
+            p = direction.apply((&r, &p, rr2 / rr))?;
+            rr = rr2;
+        }
+        Ok(Solve {
+            x: x.to_vec()?,
+            iterations: it,
+            residual: res,
+        })
+    })
+}
+
+/// The f64 reference: the same CG on the host.
+pub fn reference(a: &Csr, b: &[f64], tol: f64, maxit: usize) -> Solve {
+    let dot = |u: &[f64], v: &[f64]| u.iter().zip(v).map(|(a, b)| a * b).sum::<f64>();
+    let mut x = vec![0.0; a.rows];
+    let mut r = b.to_vec();
+    let mut p = r.clone();
+    let mut rr = dot(&r, &r);
+    let bnorm = rr.sqrt();
+    let (mut it, mut res) = (0, 1.0);
+    while it < maxit && res >= tol {
+        it += 1;
+        let q = a.mul(&p);
+        let alpha = rr / dot(&p, &q);
+        for i in 0..a.rows {
+            x[i] += alpha * p[i];
+            r[i] -= alpha * q[i];
+        }
+        let rr2 = dot(&r, &r);
+        res = rr2.sqrt() / bnorm;
+        if res < tol {
+            break;
+        }
+        for i in 0..a.rows {
+            p[i] = r[i] + rr2 / rr * p[i];
+        }
+        rr = rr2;
+    }
+    Solve {
+        x,
+        iterations: it,
+        residual: res,
+    }
+}
+
+/// ‖b − A x‖ / ‖b‖ in f64.
+pub fn true_residual(a: &Csr, x: &[f64], b: &[f64]) -> f64 {
+    let ax = a.mul(x);
+    let num: f64 = ax.iter().zip(b).map(|(u, v)| (v - u) * (v - u)).sum();
+    let den: f64 = b.iter().map(|v| v * v).sum();
+    (num / den).sqrt()
+}
+
+/// The matrix named on the command line: `lund_a` (from the data cache) or `poisson:M`.
+pub fn matrix(spec: &str) -> Result<Csr> {
+    match spec.strip_prefix("poisson:") {
+        Some(m) => m.parse().map(Csr::poisson2d).map_err(|_| {
+            weft::Error::argument(format!("matrix `{spec}`: poisson:M needs a number"))
+        }),
+        None => weft::data::read_matrix_market(&weft::data::cached(&format!("{spec}.mtx"))?),
+    }
+}
+
+#[allow(dead_code)]
+fn main() {
+    let arg = |i: usize| std::env::args().nth(i);
+    let name = arg(1).unwrap_or_else(|| "cpu".into());
+    let spec = arg(2).unwrap_or_else(|| "lund_a".into());
+    let tol: f64 = arg(3).and_then(|s| s.parse().ok()).unwrap_or(1e-10);
+    let maxit: usize = arg(4).and_then(|s| s.parse().ok()).unwrap_or(10_000);
+    let run = || -> Result<()> {
+        let dev = Device::by_name(&name)?;
+        let a = matrix(&spec)?;
+        let b = a.mul(&vec![1.0; a.cols]);
+        let da = DeviceCsr::new(&a)?;
+        let y = spmv(&dev, &da, &b)?;
+        let y64 = a.mul(&b);
+        let scale = y64.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let spmv_err = y
+            .iter()
+            .zip(&y64)
+            .fold(0.0f64, |m, (u, v)| m.max((u - v).abs()))
+            / scale;
+        let t = std::time::Instant::now();
+        let s = cg(&dev, &da, &b, tol, maxit)?;
+        let dt = t.elapsed().as_secs_f64();
+        let true_res = true_residual(&a, &s.x, &b);
+        let r = reference(&a, &b, tol, maxit);
+        let ok = spmv_err <= 1e-12 && true_res <= 1e-9;
+        println!(
+            "cg on {dev}: {spec} ({} rows, {} nonzeros); SpMV max relative error {spmv_err:.1e} (tolerance 1e-12); CG {} iterations in {:.1} ms, residual {:.2e} (true {true_res:.2e}, tolerance 1e-9); f64 host reference: {} iterations, residual {:.2e} {}",
+            a.rows, a.nnz(), s.iterations, dt * 1e3, s.residual, r.iterations, r.residual,
+            if ok { "ok" } else { "FAILED" }
+        );
+        if !ok {
+            std::process::exit(1);
+        }
+        Ok(())
+    };
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
