@@ -197,9 +197,51 @@ pub fn write_png_rgb(path: &Path, height: usize, width: usize, rgb: &[u8]) -> Re
     w.write_image_data(rgb).map_err(|e| io_err(path, e))
 }
 
+/// 3 × 5 pixel glyphs for the colour bar's labels: the rows of each glyph, 3 bits each.
+const GLYPHS: &[(char, [u8; 5])] = &[
+    ('0', [7, 5, 5, 5, 7]),
+    ('1', [2, 6, 2, 2, 7]),
+    ('2', [7, 1, 7, 4, 7]),
+    ('3', [7, 1, 7, 1, 7]),
+    ('4', [5, 5, 7, 1, 1]),
+    ('5', [7, 4, 7, 1, 7]),
+    ('6', [7, 4, 7, 5, 7]),
+    ('7', [7, 1, 1, 1, 1]),
+    ('8', [7, 5, 7, 5, 7]),
+    ('9', [7, 5, 7, 1, 7]),
+    ('-', [0, 0, 7, 0, 0]),
+    ('+', [0, 2, 7, 2, 0]),
+    ('.', [0, 0, 0, 0, 2]),
+    ('e', [0, 7, 7, 4, 7]),
+];
+
+/// Draws `text` (digits, `-+.e`) in black at (`y`, `x`), each glyph pixel `px × px`.
+fn draw_text(rgb: &mut [u8], w: usize, (y, x): (usize, usize), text: &str, px: usize) {
+    for (n, ch) in text.chars().enumerate() {
+        let Some((_, rows)) = GLYPHS.iter().find(|(c, _)| *c == ch) else {
+            continue;
+        };
+        for (r, bits) in rows.iter().enumerate() {
+            for c in 0..3 {
+                if bits >> (2 - c) & 1 == 1 {
+                    for dy in 0..px {
+                        for dx in 0..px {
+                            let (yy, xx) = (y + r * px + dy, x + (n * 4 + c) * px + dx);
+                            if xx < w && 3 * (yy * w + xx) + 3 <= rgb.len() {
+                                rgb[3 * (yy * w + xx)..3 * (yy * w + xx) + 3].fill(0);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Writes `values` (`height × width`, row-major) as a PNG heat map in the viridis colour
-/// map (colorous), clipped to `[lo, hi]`, with a colour bar on the right whose ends are
-/// `lo` (bottom) and `hi` (top); each pixel is drawn `scale × scale`. NaNs are grey.
+/// map (colorous), clipped to `[lo, hi]`, with a labelled colour bar on the right (`hi` at
+/// the top, `lo` at the bottom, the middle value between); each pixel is drawn
+/// `scale × scale`. NaNs are grey.
 ///
 /// Errors: the file cannot be written.
 pub fn write_heatmap_png(
@@ -210,9 +252,17 @@ pub fn write_heatmap_png(
     (lo, hi): (f32, f32),
     scale: usize,
 ) -> Result<()> {
-    let bar = 24;
-    let gap = 12;
-    let (h, w) = (height * scale, width * scale + gap + bar);
+    let (bar, gap, px) = (24, 12, 2);
+    let label = |v: f32| format!("{v:.3e}");
+    let text_w = 4
+        * px
+        * [lo, hi, (lo + hi) / 2.0]
+            .map(|v| label(v).len())
+            .iter()
+            .max()
+            .unwrap_or(&0);
+    let h = (height * scale).max(40);
+    let w = width * scale + gap + bar + 6 + text_w;
     let mut rgb = vec![255u8; 3 * h * w];
     let colour = |v: f32| -> [u8; 3] {
         if v.is_nan() {
@@ -222,17 +272,30 @@ pub fn write_heatmap_png(
         let c = colorous::VIRIDIS.eval_continuous(t.clamp(0.0, 1.0) as f64);
         [c.r, c.g, c.b]
     };
+    let x_bar = width * scale + gap;
     for y in 0..h {
-        for x in 0..width * scale {
-            let c = colour(values[(y / scale) * width + x / scale]);
-            rgb[3 * (y * w + x)..3 * (y * w + x) + 3].copy_from_slice(&c);
+        if y < height * scale {
+            for x in 0..width * scale {
+                let c = colour(values[(y / scale) * width + x / scale]);
+                rgb[3 * (y * w + x)..3 * (y * w + x) + 3].copy_from_slice(&c);
+            }
         }
-        let t = 1.0 - y as f32 / (h.max(2) - 1) as f32;
+        let t = 1.0 - y as f32 / (h - 1) as f32;
         let c = colour(lo + t * (hi - lo));
-        for x in width * scale + gap..w {
+        for x in x_bar..x_bar + bar {
             rgb[3 * (y * w + x)..3 * (y * w + x) + 3].copy_from_slice(&c);
         }
     }
+    let x_text = x_bar + bar + 6;
+    draw_text(&mut rgb, w, (0, x_text), &label(hi), px);
+    draw_text(
+        &mut rgb,
+        w,
+        (h / 2 - 5, x_text),
+        &label((lo + hi) / 2.0),
+        px,
+    );
+    draw_text(&mut rgb, w, (h - 5 * px, x_text), &label(lo), px);
     write_png_rgb(path, h, w, &rgb)
 }
 

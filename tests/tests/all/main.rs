@@ -14,3 +14,4 @@ mod examples;
 mod filetests;
 mod fuzz;
 mod fuzz_parser;
+mod workloads;
