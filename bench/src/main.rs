@@ -17,6 +17,7 @@ use weft_runtime::{CpuDevice, HostCompiler};
 
 mod algebra;
 mod reduce;
+mod workloads;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -168,6 +169,10 @@ fn main() {
     }
     if args.get(1).map(String::as_str) == Some("reduce") {
         reduce_main();
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("workloads") {
+        workloads::main(&args[2..]);
         return;
     }
     if args.get(1).map(String::as_str) == Some("gpu") {

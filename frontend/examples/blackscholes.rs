@@ -76,8 +76,19 @@ pub fn price(dev: &Device, s: &[f32], x: &[f32], t: &[f32]) -> Result<(Vec<f32>,
         Array::from_slice([n], x)?,
         Array::from_slice([n], t)?,
     );
-    let (call, put): (Array<1, f32>, Array<1, f32>) = p.apply_on(dev, (&s, &x, &t, R, V))?;
+    let (call, put) = dev.scope(|| price_arrays(&p, &s, &x, &t))?;
     Ok((call.to_vec()?, put.to_vec()?))
+}
+
+/// Applies the pricing program `p` ([`program`]) to option arrays on the current device:
+/// (call, put) arrays, left where they were computed.
+pub fn price_arrays(
+    p: &Program,
+    s: &Array<1, f32>,
+    x: &Array<1, f32>,
+    t: &Array<1, f32>,
+) -> Result<(Array<1, f32>, Array<1, f32>)> {
+    p.apply((s, x, t, R, V))
 }
 
 /// The same formula in f64: (call, put) of one option.

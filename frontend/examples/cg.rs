@@ -29,6 +29,21 @@ impl DeviceCsr {
             val: Array::from_slice([a.val.len()], &a.val)?,
         })
     }
+
+    /// Row starts (`rows + 1`).
+    pub fn rowptr(&self) -> &Array<1, i32> {
+        &self.rowptr
+    }
+
+    /// Column of each stored entry.
+    pub fn col(&self) -> &Array<1, i32> {
+        &self.col
+    }
+
+    /// Value of each stored entry.
+    pub fn val(&self) -> &Array<1, f64> {
+        &self.val
+    }
 }
 
 /// Records row `i` of A times `x` (the stored entries in order).

@@ -88,63 +88,91 @@ pub fn edges_program() -> Result<Program> {
     })
 }
 
-/// Finds coins in a grey image (`h × w`, levels 0…255) on `dev`.
-pub fn find_coins(dev: &Device, h: usize, w: usize, img: &[f32], prm: Params) -> Result<Vec<Coin>> {
-    let generic = ring_program()?;
-    let keep_best = Program::record_named("keep_best", || {
-        let s = In::<Value1f>::named("s");
-        let radius = Param::uniform::<Value1i>("radius");
-        let best = In::<Value1f>::named("best");
-        let rad = In::<Value1i>::named("rad");
-        let gt = s.gt(&best);
-        Out::named("best", select(&gt, &s, &best));
-        Out::named("rad", select(&gt, radius, rad));
-    })?;
-    let suppress = Program::record_named("suppress", || {
-        let best = In::<Value1f>::named("best");
-        let cy = Param::uniform::<Value1i>("cy");
-        let cx = Param::uniform::<Value1i>("cx");
-        let r2 = Param::uniform::<Value1i>("r2");
-        let p = index::<2>();
-        let (dy, dx) = (p.x() - cy, p.y() - cx);
-        Out::named("best", select((&dy * &dy + &dx * &dx).lt(r2), 0.0f32, best));
-    })?;
-    let pair = Type::tuple(ScalarType::I32, 2).expect("tuple type");
-    dev.scope(|| {
-        let img = Array::from_slice([h, w], img)?;
-        let e: Array<2, f32> = edges_program()?.apply_shape(&[h, w], &img)?;
+/// The coin finder's programs, specialised once for a set of [`Params`]: the edge
+/// detector, one ring program per radius (the generic one with its mask tight-bound), the
+/// running maximum over radii and the peak suppression.
+pub struct Finder {
+    prm: Params,
+    edges: Program,
+    rings: Vec<(i32, Program)>,
+    keep_best: Program,
+    suppress: Program,
+}
+
+impl Finder {
+    /// Records the programs and specialises the ring program to each radius of `prm`.
+    pub fn new(prm: Params) -> Result<Finder> {
+        let generic = ring_program()?;
+        let pair = Type::tuple(ScalarType::I32, 2).expect("tuple type");
+        let rings = (prm.rmin..=prm.rmax)
+            .map(|r| {
+                let offsets = ring(r);
+                let mask = HostArray {
+                    elem: pair,
+                    shape: vec![offsets.len()],
+                    data: offsets.iter().flatten().map(|&v| v as u32 as u64).collect(),
+                };
+                Ok((r, generic.bind_array("mask", &mask)?))
+            })
+            .collect::<Result<_>>()?;
+        let keep_best = Program::record_named("keep_best", || {
+            let s = In::<Value1f>::named("s");
+            let radius = Param::uniform::<Value1i>("radius");
+            let best = In::<Value1f>::named("best");
+            let rad = In::<Value1i>::named("rad");
+            let gt = s.gt(&best);
+            Out::named("best", select(&gt, &s, &best));
+            Out::named("rad", select(&gt, radius, rad));
+        })?;
+        let suppress = Program::record_named("suppress", || {
+            let best = In::<Value1f>::named("best");
+            let cy = Param::uniform::<Value1i>("cy");
+            let cx = Param::uniform::<Value1i>("cx");
+            let r2 = Param::uniform::<Value1i>("r2");
+            let p = index::<2>();
+            let (dy, dx) = (p.x() - cy, p.y() - cx);
+            Out::named("best", select((&dy * &dy + &dx * &dx).lt(r2), 0.0f32, best));
+        })?;
+        Ok(Finder {
+            prm,
+            edges: edges_program()?,
+            rings,
+            keep_best,
+            suppress,
+        })
+    }
+
+    /// Finds the coins in `img` (`h × w` grey levels) on the current device.
+    pub fn run(&self, img: &Array<2, f32>) -> Result<Vec<Coin>> {
+        let [h, w] = img.shape();
+        let e: Array<2, f32> = self.edges.apply_shape(&[h, w], img)?;
         let mut best: Array<2, f32> = Array::filled([h, w], 0.0)?;
         let mut rad: Array<2, i32> = Array::filled([h, w], 0)?;
-        for r in prm.rmin..=prm.rmax {
-            let offsets = ring(r);
-            let mask = HostArray {
-                elem: pair,
-                shape: vec![offsets.len()],
-                data: offsets.iter().flatten().map(|&v| v as u32 as u64).collect(),
-            };
-            let ring_r = generic.bind_array("mask", &mask)?;
+        for (r, ring_r) in &self.rings {
             let s: Array<2, f32> = ring_r.apply_shape(&[h, w], &e)?;
-            (best, rad) = keep_best.apply((&s, r, &best, &rad))?;
+            (best, rad) = self.keep_best.apply((&s, *r, &best, &rad))?;
         }
         let rads = rad.to_vec()?;
         let mut coins = Vec::new();
-        while coins.len() < prm.npeaks {
+        while coins.len() < self.prm.npeaks {
             let (v, i) = arg_max(&best)?;
-            if v < prm.thresh {
+            if v < self.prm.thresh {
                 break;
             }
             let (y, x) = (i / w, i % w);
-            coins.push(Coin {
-                y,
-                x,
-                r: rads[i],
-                score: v,
-            });
             let r = rads[i];
-            best = suppress.apply((&best, y as i32, x as i32, r * r))?;
+            coins.push(Coin { y, x, r, score: v });
+            best = self.suppress.apply((&best, y as i32, x as i32, r * r))?;
         }
         Ok(coins)
-    })
+    }
+}
+
+/// Finds coins in a grey image (`h × w`, levels 0…255) on `dev`.
+pub fn find_coins(dev: &Device, h: usize, w: usize, img: &[f32], prm: Params) -> Result<Vec<Coin>> {
+    let finder = Finder::new(prm)?;
+    let img = Array::from_slice([h, w], img)?;
+    dev.scope(|| finder.run(&img))
 }
 
 /// Loads `coins.png` from the data cache as (h, w, grey levels as f32).

@@ -51,7 +51,16 @@ pub const SPACING: f32 = 1.5;
 /// The potential on a `side³` grid at [`SPACING`] around the atoms, on `dev`; element
 /// (k, j, i) is the point `origin + (i, j, k) · SPACING`.
 pub fn mdh(dev: &Device, atoms: &[[f32; 4]], side: usize) -> Result<Vec<f32>> {
-    let p = Program::record(|| {
+    let p = program()?;
+    let arr = Array::from_slice([atoms.len()], atoms)?;
+    let out = dev.scope(|| mdh_array(&p, &arr, origin(atoms, side), side))?;
+    out.to_vec()
+}
+
+/// The MDH program: uniform `origin` (Å), `spacing` (Å), array `atoms` of (x, y, z, q) →
+/// `potential` at the grid point of this element's index (k, j, i).
+pub fn program() -> Result<Program> {
+    Program::record_named("mdh", || {
         let origin = Param::uniform::<Value3f>("origin");
         let spacing = Param::uniform::<Value1f>("spacing");
         let atoms = InArray::<1, Value4f>::named("atoms", Boundary::Clamp);
@@ -65,12 +74,19 @@ pub fn mdh(dev: &Device, atoms: &[[f32; 4]], side: usize) -> Result<Vec<f32>> {
             e += atom.w() / d.dot(&d).sqrt();
         });
         Out::named("potential", e);
-    })?;
-    let o = origin(atoms, side);
-    let o = weft::Const::from_lanes(Value3f::ir_type(), &o.map(|x| x.to_bits() as u64));
-    let arr = Array::from_slice([atoms.len()], atoms)?;
-    let out: Array<3, f32> = p.apply_shape_on(dev, &[side, side, side], (o, SPACING, &arr))?;
-    out.to_vec()
+    })
+}
+
+/// Applies the MDH program `p` on the current device to an atom array: the `side³` grid of
+/// potentials, left where it was computed.
+pub fn mdh_array(
+    p: &Program,
+    atoms: &Array<1, [f32; 4]>,
+    origin: [f32; 3],
+    side: usize,
+) -> Result<Array<3, f32>> {
+    let o = weft::Const::from_lanes(Value3f::ir_type(), &origin.map(|x| x.to_bits() as u64));
+    p.apply_shape(&[side, side, side], (o, SPACING, atoms))
 }
 
 /// The f64 reference at grid point `(k, j, i)`: (potential, Σ |q| / r, the scale of its
