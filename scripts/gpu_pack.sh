@@ -2,7 +2,7 @@
 # Builds the statically linked binaries for the GPU machine (DESIGN §7) and packs them into
 # .gpu/ (git-ignored): weft, weft-bench and the integration-test binary, stripped and
 # xz-compressed (they travel to the GPU machine through the device tool's 64 MiB carry
-# limit), plus the MDH data. Then, on the GPU machine: `bash scripts/gpu_run.sh`.
+# limit), plus the workloads' data. Then, on the GPU machine: `bash scripts/gpu_run.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p weft -p weft-bench
@@ -20,5 +20,5 @@ for b in target/release/weft target/release/weft-bench "$tests_bin"; do
   ls -la ".gpu/$n"
   xz -T2 -6 ".gpu/$n"
 done
-cp data/cache/mache.pqr .gpu/
+cp data/cache/mache.pqr data/cache/lund_a.mtx data/cache/coins.png .gpu/
 du -sh .gpu

@@ -3,7 +3,7 @@
 # binaries, runs every filetest on the cuda backend and the CUDA integration tests, the
 # differential fuzzer with cuda, builds the nvcc baselines and runs the GPU benchmarks. Output
 # goes to stdout and $OUT (if set). Arguments pick steps (default all): filetests cuda library
-# fuzz bench. FUZZ_CASES (default 20000) sets the fuzz budget.
+# fuzz bench workloads. FUZZ_CASES (default 20000) sets the fuzz budget.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # The binaries were built in /work/main and find filetests and examples there.
@@ -13,10 +13,10 @@ for f in .gpu/*.xz; do
   python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$f" "/tmp/weft-bin/$(basename "$f" .xz)"
 done
 chmod +x /tmp/weft-bin/*
-mkdir -p data/cache && cp .gpu/mache.pqr data/cache/
+mkdir -p data/cache && cp .gpu/mache.pqr .gpu/lund_a.mtx .gpu/coins.png data/cache/
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 /tmp/weft-bin/weft devices
-steps=" ${*:-filetests cuda library fuzz bench} "
+steps=" ${*:-filetests cuda library fuzz bench workloads} "
 want() { [[ "$steps" == *" $1 "* ]]; }
 if want filetests; then
 echo "== filetests on cuda"
@@ -34,6 +34,13 @@ if want fuzz; then
 echo "== differential fuzzing with cuda"
 /tmp/weft-bin/weft fuzz --backends interp,cranelift,llvm,llvm-fast,cuda,cuda-fast \
   --seed "${FUZZ_SEED:-7}" --cases "${FUZZ_CASES:-20000}" --quiet --out-dir "$out/fuzz" 2>&1 | tee "$out/fuzz.txt"
+fi
+if want workloads; then
+echo "== workloads: tests on cuda (full image, class S, lund_a), then the benchmark suite"
+/tmp/weft-bin/all workloads:: --test-threads 1 --nocapture 2>&1 | grep -E 'workload|test result|FAILED|panicked' | tee "$out/workloads_tests.txt"
+nvcc -O3 -arch=sm_90 -o /tmp/weft-bin/workloads_cuda bench/cuda/workloads.cu
+nvcc -O3 -arch=sm_90 --use_fast_math -o /tmp/weft-bin/workloads_cuda_fast bench/cuda/workloads.cu
+/tmp/weft-bin/weft-bench workloads --gpu-only --cuda-bin /tmp/weft-bin --out "$out/performance-workloads-gpu.md" 2>&1 | tail -40
 fi
 want bench || exit 0
 echo "== baselines"

@@ -123,6 +123,34 @@ for mode, padded in (("clamp", np.pad(a, 1, mode="edge")), ("repeat", np.pad(a, 
     ok_all &= same_bits(np.load(path("b.npy")), want)
 report("boundary", ok_all, "clamp, repeat, constant(0): bit-exact vs numpy padding", total)
 
+# EP (NPB 3.3 class S): 4096 elements of 4096 pairs, totals with --sum.
+cmd = [WEFT, "run", os.path.join(EX, "ep.weft"), "--shape", "4096", "--in", "per=4096", "--sum", "sx", "--sum", "sy"]
+t = time.perf_counter()
+out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+s = time.perf_counter() - t
+sums = {l.split("(")[1].split(")")[0]: float(l.split("= ")[1]) for l in out.splitlines() if l.startswith("sum(")}
+rel = max(abs(sums["sx"] / -3.247834652034740e3 - 1), abs(sums["sy"] / -6.958407078382297e3 - 1))
+report("ep", rel <= 1e-8, f"class S, 2^24 pairs: sx {sums['sx']:.12e} sy {sums['sy']:.12e}, rel. error {rel:.1e} (NPB: 1e-8)", s)
+
+# Jacobi to a tolerance: weft run --iterate/--feed/--until.
+n = 64
+u0 = np.zeros((n, n), np.float32)
+u0[0] = 1
+np.save(path("u0.npy"), u0)
+cmd = [WEFT, "run", os.path.join(EX, "jacobi.weft"), "--shape", f"{n},{n}", "--in", f"u={path('u0.npy')}",
+       "--iterate", "100000", "--feed", "u_next=u", "--until", "delta<1e-4", "--out", f"u_next={path('u.npy')}"]
+t = time.perf_counter()
+out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+s = time.perf_counter() - t
+sweeps = int(out.split()[1])
+ref = u0.astype(np.float64)
+for _ in range(sweeps):
+    nxt = ref.copy()
+    nxt[1:-1, 1:-1] = 0.25 * ((ref[:-2, 1:-1] + ref[2:, 1:-1]) + (ref[1:-1, :-2] + ref[1:-1, 2:]))
+    ref = nxt
+err = np.max(np.abs(np.load(path("u.npy")) - ref))
+report("jacobi", err <= 1e-4 and "converged" in out, f"{n}x{n}, {sweeps} sweeps to max change < 1e-4, max error vs f64 {err:.1e} (tol 1e-4)", s)
+
 if failures:
     print(f"FAILED: {', '.join(failures)}")
     sys.exit(1)

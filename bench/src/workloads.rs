@@ -125,10 +125,20 @@ struct Baseline {
 
 fn baselines(dir: &Path, cuda_bin: Option<&Path>) -> Vec<Baseline> {
     let mut v = Vec::new();
+    let has_gcc = Command::new("gcc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_gcc {
+        eprintln!("workloads: no gcc: the C columns stay empty");
+    }
     for (column, suffix, fast) in [
         ("gcc -O3", "c", false),
         ("gcc -O3 -ffast-math", "cfast", true),
-    ] {
+    ]
+    .into_iter()
+    .filter(|_| has_gcc)
+    {
         let dir = dir.to_path_buf();
         v.push(Baseline {
             column,
@@ -610,7 +620,7 @@ fn job_dir(dir: &Path, job: &Job) -> PathBuf {
     }
 }
 
-/// `weft-bench workloads [--quick] [--gpu] [--cuda-bin DIR] [--out FILE.md]`.
+/// `weft-bench workloads [--quick] [--gpu] [--gpu-only] [--only NAME] [--cuda-bin DIR] [--out FILE.md]`.
 pub fn main(args: &[String]) {
     let flag = |f: &str| args.iter().any(|a| a == f);
     let value = |f: &str| {
@@ -643,8 +653,17 @@ pub fn main(args: &[String]) {
     let dir = root().join("target/bench/workloads");
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| fail(format!("{}: {e}", dir.display())));
     let cuda_bin = value("--cuda-bin");
-    let bases = baselines(&dir, cuda_bin.as_deref());
+    let mut bases = baselines(&dir, cuda_bin.as_deref());
+    if flag("--gpu-only") {
+        // The GPU machine's table: weft's CUDA device against the hand CUDA only (the CPU
+        // columns at GPU sizes would take most of a run).
+        devices.retain(|(c, _)| *c == "weft cuda");
+        bases.retain(|b| b.column.starts_with("CUDA"));
+    }
     let mut jobs = jobs(sizes, &dir);
+    if let Some(only) = value("--only") {
+        jobs.retain(|j| Path::new(j.name) == only);
+    }
     let steps = jobs.len() * (devices.len() + bases.len());
     let bar = ProgressBar::new(steps as u64);
     bar.set_style(
@@ -652,11 +671,25 @@ pub fn main(args: &[String]) {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut rows = Vec::new();
+    let mut notes = Vec::new();
     for job in &mut jobs {
         let mut cells = BTreeMap::new();
         for (column, dev) in &devices {
             bar.set_message(format!("{} on {column}", job.name));
+            let before = dev.as_cuda().map(|g| g.transfers());
             let (secs, ok) = (job.weft)(dev, sizes.reps);
+            if let (Some(g), Some(b)) = (dev.as_cuda(), before) {
+                let t = g.transfers().since(&b);
+                notes.push(format!(
+                    "{}: weft cuda transferred {:.1} MB up in {} copies and {:.1} MB down in {} copies over its {} runs",
+                    job.title,
+                    t.upload_bytes as f64 / 1e6,
+                    t.uploads,
+                    t.download_bytes as f64 / 1e6,
+                    t.downloads,
+                    sizes.reps + 1
+                ));
+            }
             cells.insert(*column, Cell { secs, ok });
             bar.inc(1);
         }
@@ -676,8 +709,19 @@ pub fn main(args: &[String]) {
         });
     }
     bar.finish_and_clear();
-    let machine = machine(gpu.then(|| devices[2].1.name()));
-    let md = markdown(&rows, &machine, sizes.reps, args);
+    let machine = machine(
+        devices
+            .iter()
+            .find(|(c, _)| *c == "weft cuda")
+            .map(|(_, d)| d.name()),
+    );
+    let mut md = markdown(&rows, &machine, sizes.reps, args);
+    if !notes.is_empty() {
+        md.push('\n');
+        for n in &notes {
+            md.push_str(&format!("- {n}\n"));
+        }
+    }
     print!("{md}");
     let stem = if gpu {
         "performance-workloads-gpu"

@@ -489,8 +489,9 @@ impl<const D: usize, T: Elem> Array<D, T> {
         let p = self.data.position(i);
         Ok(Some(match &self.data.source {
             Source::Stored(s) => {
-                let h = s.host()?;
-                T::from_lanes(|l| T::Scalar::from_bits(h.bits(p, l)))
+                // One element only: a GPU-resident array is not downloaded whole.
+                let h = s.host_range(p, 1)?;
+                T::from_lanes(|l| T::Scalar::from_bits(h.bits(0, l)))
             }
             Source::Grid => self.to_vec()?[i],
         }))
