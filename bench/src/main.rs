@@ -462,6 +462,9 @@ fn main() {
     table(&mut md, "weft", &rows, &notes);
     print!("{md}");
     for part in [
+        "docs/performance-workloads.md",
+        "docs/performance-workloads-gpu.md",
+        "docs/performance-workloads-notes.md",
         "docs/performance-algebra.md",
         "docs/performance-reduce.md",
         "docs/performance-notes.md",

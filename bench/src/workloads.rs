@@ -116,11 +116,18 @@ const IMPLS: [&str; 9] = [
     "CUDA --use_fast_math",
 ];
 
+/// Builds a baseline's command: (workload, its directory, repetitions, arguments).
+type MakeCommand = Box<dyn Fn(&str, &Path, usize, &[String]) -> Command>;
+/// Measures weft on a device: (median seconds, within tolerance).
+type Measure = Box<dyn FnMut(&Device, usize) -> (f64, bool)>;
+/// Checks a baseline's results: (directory, output suffix, stdout lines after the time).
+type Check = Box<dyn Fn(&Path, &str, &[String]) -> bool>;
+
 /// A baseline program: its column, how to run it, and its output suffix.
 struct Baseline {
     column: &'static str,
     suffix: &'static str,
-    run: Box<dyn Fn(&str, &Path, usize, &[String]) -> Command>,
+    run: MakeCommand,
 }
 
 fn baselines(dir: &Path, cuda_bin: Option<&Path>) -> Vec<Baseline> {
@@ -295,8 +302,8 @@ struct Job {
     name: &'static str,
     title: String,
     args: Vec<String>,
-    weft: Box<dyn FnMut(&Device, usize) -> (f64, bool)>,
-    check: Box<dyn Fn(&Path, &str, &[String]) -> bool>,
+    weft: Measure,
+    check: Check,
 }
 
 fn jobs(s: Sizes, dir: &Path) -> Vec<Job> {
@@ -768,6 +775,11 @@ fn markdown(rows: &[Row], machine: &str, reps: usize, args: &[String]) -> String
         .filter(|c| rows.iter().any(|r| r.cells.contains_key(c)))
         .collect();
     let mut md = String::new();
+    md.push_str(if machine.contains("GPU:") {
+        "## Workloads on the GPU machine (issue 8)\n\n"
+    } else {
+        "## Workloads on this machine (issue 8)\n\n"
+    });
     md.push_str(&format!(
         "Written by `weft-bench workloads{}` (`cargo run --release -p weft-bench -- workloads`, after\n",
         args.iter().map(|a| format!(" {a}")).collect::<String>()

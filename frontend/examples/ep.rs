@@ -15,10 +15,12 @@ pub const A: u64 = 1_220_703_125;
 pub const SEED: u64 = 271_828_183;
 /// 2^46 − 1: the generator works modulo 2^46.
 pub const MASK: u64 = (1 << 46) - 1;
-/// NPB 3.3's verification sums for class S (M = 24): (sx, sy).
+/// NPB 3.3's verification sums for class S (M = 24): (sx, sy), as published.
+#[allow(clippy::excessive_precision)]
 pub const CLASS_S: (f64, f64) = (-3.247834652034740e3, -6.958407078382297e3);
 
-/// NPB 3.3's verification sums for class A (M = 28): (sx, sy).
+/// NPB 3.3's verification sums for class A (M = 28): (sx, sy), as published.
+#[allow(clippy::excessive_precision)]
 pub const CLASS_A: (f64, f64) = (-4.295875165629892e3, -1.580732573678431e4);
 
 /// Counts per annulus (l = 0 … 9).

@@ -10,7 +10,7 @@ mod arg_max;
 mod func_arrays;
 #[allow(dead_code)]
 #[path = "../../../frontend/examples/mdh.rs"]
-mod mdh;
+pub(crate) mod mdh;
 #[allow(dead_code)]
 #[path = "../../../frontend/examples/particles.rs"]
 mod particles;

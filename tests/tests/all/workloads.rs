@@ -19,10 +19,8 @@ mod ep;
 #[allow(dead_code)]
 #[path = "../../../frontend/examples/jacobi.rs"]
 mod jacobi;
-#[allow(dead_code)]
-#[path = "../../../frontend/examples/mdh.rs"]
-mod mdh;
 
+use crate::examples::mdh;
 use std::path::PathBuf;
 use weft::ir::{ScalarType, Type};
 use weft::{Device, HostArray};
