@@ -743,14 +743,7 @@ pub fn main(args: &[String]) {
 }
 
 fn machine(gpu: Option<String>) -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default();
+    let cpu = crate::cpu_name();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     match gpu {
         Some(g) => format!("{cpu}, {threads} threads; GPU: {g}"),

@@ -407,9 +407,7 @@ impl<const D: usize, T: Elem> Array<D, T> {
         }
         let mut h = HostBuffer::zeroed(T::ir_type(), n);
         for l in 0..T::LANES {
-            for (e, v) in values.iter().enumerate() {
-                h.set_bits(e, l, v.lane(l).to_bits());
-            }
+            h.set_lane_run(l, 0, values.iter().map(|v| v.lane(l).to_bits()));
         }
         Ok(Self::from_host(h, shape.to_vec()))
     }
@@ -473,8 +471,17 @@ impl<const D: usize, T: Elem> Array<D, T> {
             Source::Grid => Arc::new(d.to_host_buffer()?),
         };
         let off = d.offset;
+        if T::LANES == 1 {
+            return Ok(h
+                .lane_run(0, off, n)
+                .map(|b| T::from_lanes(|_| T::Scalar::from_bits(b)))
+                .collect());
+        }
+        let lanes: Vec<Vec<u64>> = (0..T::LANES)
+            .map(|l| h.lane_run(l, off, n).collect())
+            .collect();
         Ok((0..n)
-            .map(|e| T::from_lanes(|l| T::Scalar::from_bits(h.bits(off + e, l))))
+            .map(|e| T::from_lanes(|l| T::Scalar::from_bits(lanes[l][e])))
             .collect())
     }
 

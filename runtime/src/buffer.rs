@@ -234,6 +234,34 @@ impl HostBuffer {
         self.plane_mut(l)[e * b..(e + 1) * b].copy_from_slice(&raw[..b]);
     }
 
+    /// Canonical lane bits of lane `l` of elements `start..start + n`, in order: [`bits`]
+    /// for a run of elements, with the element type looked up once.
+    ///
+    /// [`bits`]: HostBuffer::bits
+    pub fn lane_run(&self, l: usize, start: usize, n: usize) -> impl Iterator<Item = u64> + '_ {
+        let s = scalar_lanes(self.elem).0;
+        let b = self.lane_bytes();
+        self.plane(l)[start * b..(start + n) * b]
+            .chunks_exact(b)
+            .map(move |p| {
+                let mut w = [0u8; 8];
+                w[..b].copy_from_slice(p);
+                from_storage(s, u64::from_le_bytes(w))
+            })
+    }
+
+    /// Sets lane `l` of elements `start, start + 1, …` from canonical lane bits, in order:
+    /// [`set_bits`] for a run of elements, with the element type looked up once.
+    ///
+    /// [`set_bits`]: HostBuffer::set_bits
+    pub fn set_lane_run(&mut self, l: usize, start: usize, bits: impl Iterator<Item = u64>) {
+        let s = scalar_lanes(self.elem).0;
+        let b = self.lane_bytes();
+        for (p, x) in self.plane_mut(l)[start * b..].chunks_exact_mut(b).zip(bits) {
+            p.copy_from_slice(&to_storage(s, x).to_le_bytes()[..b]);
+        }
+    }
+
     /// Element `e` as a constant.
     pub fn get(&self, e: usize) -> Const {
         let lanes: Vec<u64> = (0..self.lanes()).map(|l| self.bits(e, l)).collect();
