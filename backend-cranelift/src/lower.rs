@@ -89,6 +89,20 @@ fn vty(s: ScalarType) -> ir::Type {
     }
 }
 
+/// Whether a varying read of `s` may use whole-vector loads: the 32- and 64-bit number types,
+/// whose registers hold exactly the stored bits.
+fn contiguous_elem(s: ScalarType) -> bool {
+    matches!(
+        s,
+        ScalarType::F32
+            | ScalarType::I32
+            | ScalarType::U32
+            | ScalarType::F64
+            | ScalarType::I64
+            | ScalarType::U64
+    )
+}
+
 /// Lanes of `s` one 128-bit vector holds.
 fn per_vector(s: ScalarType) -> usize {
     if is64(s) {
@@ -1336,21 +1350,84 @@ impl Lowerer<'_, '_> {
                 self.b.ins().umax(d, one)
             })
             .collect();
+        // When the last axis holds at least a block, lane j's coordinates follow from lane
+        // 0's by adding j with at most one carry per axis: one division per block instead of
+        // one per lane and axis. Narrower launches divide per lane.
+        let fast = self.b.create_block();
+        let slow = self.b.create_block();
+        let merge = self.b.create_block();
+        let params: Vec<Vec<CV>> = (0..rank)
+            .map(|_| {
+                (0..BLOCK)
+                    .map(|_| self.b.append_block_param(merge, T::I64))
+                    .collect()
+            })
+            .collect();
+        let wide = self.b.ins().icmp_imm_u(
+            IntCC::UnsignedGreaterThanOrEqual,
+            dims[rank - 1],
+            BLOCK as i64,
+        );
+        self.b.ins().brif(wide, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        let mut first = vec![self.base; rank];
+        let mut e = self.base;
+        for k in (1..rank).rev() {
+            first[k] = self.b.ins().urem(e, dims[k]);
+            e = self.b.ins().udiv(e, dims[k]);
+        }
+        first[0] = e;
+        let mut per_axis: Vec<Vec<CV>> = vec![Vec::new(); rank];
+        for j in 0..BLOCK {
+            let mut carry = self.iconst(T::I64, j as i64);
+            for k in (1..rank).rev() {
+                let t = self.b.ins().iadd(first[k], carry);
+                let wrap = self
+                    .b
+                    .ins()
+                    .icmp(IntCC::UnsignedGreaterThanOrEqual, t, dims[k]);
+                let less = self.b.ins().isub(t, dims[k]);
+                per_axis[k].push(self.b.ins().select(wrap, less, t));
+                carry = self.b.ins().uextend(T::I64, wrap);
+            }
+            per_axis[0].push(self.b.ins().iadd(first[0], carry));
+        }
+        let args: Vec<BlockArg> = (0..rank)
+            .flat_map(|k| per_axis[k].clone())
+            .map(BlockArg::Value)
+            .collect();
+        self.b.ins().jump(merge, &args);
+        self.b.switch_to_block(slow);
         let mut per_axis: Vec<Vec<CV>> = vec![Vec::new(); rank];
         for j in 0..BLOCK {
             let mut e = self.b.ins().iadd_imm_s(self.base, j as i64);
             for k in (0..rank).rev() {
                 let c = self.b.ins().urem(e, dims[k]);
                 e = self.b.ins().udiv(e, dims[k]);
-                let c = if s == ScalarType::I32 {
-                    self.b.ins().ireduce(T::I32, c)
-                } else {
-                    c
-                };
                 per_axis[k].push(c);
             }
         }
-        LV::V(per_axis.iter().map(|xs| self.build(s, xs)).collect())
+        let args: Vec<BlockArg> = (0..rank)
+            .flat_map(|k| per_axis[k].clone())
+            .map(BlockArg::Value)
+            .collect();
+        self.b.ins().jump(merge, &args);
+        self.b.switch_to_block(merge);
+        let lanes: Vec<Vec<CV>> = params
+            .iter()
+            .map(|xs| {
+                xs.iter()
+                    .map(|&c| {
+                        if s == ScalarType::I32 {
+                            self.b.ins().ireduce(T::I32, c)
+                        } else {
+                            c
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        LV::V(lanes.iter().map(|xs| self.build(s, xs)).collect())
     }
 
     /// One gather: coordinates (i64 scalars, one per axis) to the element's lanes, with the
@@ -1455,23 +1532,122 @@ impl Lowerer<'_, '_> {
                 let v = self.gather_one(ai, &cu);
                 self.fix_read(uniform, s, LV::U(v))
             }
-            LV::V(cv) => {
+            LV::V(cv) if cs == ScalarType::I32 && contiguous_elem(s) => {
+                // A stencil's reads (`read %a, index + c`) usually fall on consecutive
+                // elements inside the array: then two (or four) vector loads replace the
+                // eight bounds-handled scalar loads. Lanes are consecutive and in range
+                // exactly when the result cannot depend on the boundary mode.
+                let fast = self.b.create_block();
+                let slow = self.b.create_block();
+                let merge = self.b.create_block();
+                let parts = BLOCK / per_vector(s);
+                let params: Vec<Vec<CV>> = (0..n)
+                    .map(|_| {
+                        (0..parts)
+                            .map(|_| self.b.append_block_param(merge, vty(s)))
+                            .collect()
+                    })
+                    .collect();
+                let (ok, lin) = self.consecutive_in_range(ai, cv);
+                self.b.ins().brif(ok, fast, &[], slow, &[]);
+                self.b.switch_to_block(fast);
+                let bytes = crate::abi::storage_bytes(s) as i64;
+                let off = self.b.ins().imul_imm_s(lin, bytes);
+                let planes = self.arrays[ai].planes.clone();
+                let mut args = Vec::new();
+                for &plane in &planes {
+                    let addr = self.b.ins().iadd(plane, off);
+                    for p in 0..parts {
+                        let v = self.b.ins().load(vty(s), mem(), addr, (p * 16) as i32);
+                        args.push(BlockArg::Value(v));
+                    }
+                }
+                self.b.ins().jump(merge, &args);
+                self.b.switch_to_block(slow);
+                let v = self.gather_lanes(ai, cs, cv);
+                let args: Vec<BlockArg> = v.iter().flatten().map(|&x| BlockArg::Value(x)).collect();
+                self.b.ins().jump(merge, &args);
+                self.b.switch_to_block(merge);
+                Ok(LV::V(params))
+            }
+            LV::V(cv) => Ok(LV::V(self.gather_lanes(ai, cs, cv))),
+            LV::Array(_) => self.err("array used as coordinates"),
+        }
+    }
+
+    /// Whether the block's `i32` coordinates `cv` (one varying lane per axis) address
+    /// consecutive elements along the last axis, the same index on the others, all inside
+    /// the array; and the linear position of lane 0 (i64).
+    fn consecutive_in_range(&mut self, ai: usize, cv: &[Vec<CV>]) -> (CV, CV) {
+        let (dims, safe) = {
+            let a = &self.arrays[ai];
+            (a.dims.clone(), a.safe.clone())
+        };
+        let rank = cv.len();
+        let iota = self.iota32();
+        let mut ok = self.iconst(T::I8, 1);
+        let mut lin = self.iconst(T::I64, 0);
+        for (k, lane) in cv.iter().enumerate() {
+            let first = self.b.ins().extractlane(lane[0], 0);
+            let splat = self.b.ins().splat(T::I32X4, first);
+            for (p, &v) in lane.iter().enumerate() {
+                let want = if k + 1 == rank {
+                    self.b.ins().iadd(splat, iota[p])
+                } else {
+                    splat
+                };
+                let eq = self.b.ins().icmp(IntCC::Equal, v, want);
+                let all = self.b.ins().vall_true(eq);
+                ok = self.b.ins().band(ok, all);
+            }
+            let c = self.b.ins().sextend(T::I64, first);
+            let ge0 = self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
+            ok = self.b.ins().band(ok, ge0);
+            let last = if k + 1 == rank {
+                self.b.ins().iadd_imm_s(c, BLOCK as i64 - 1)
+            } else {
+                c
+            };
+            let lt = self.b.ins().icmp(IntCC::SignedLessThan, last, dims[k]);
+            ok = self.b.ins().band(ok, lt);
+            lin = if k == 0 {
+                c
+            } else {
+                let t = self.b.ins().imul(lin, safe[k].0);
+                self.b.ins().iadd(t, c)
+            };
+        }
+        (ok, lin)
+    }
+
+    /// A varying read, one gather per lane: per tuple lane, its vectors.
+    fn gather_lanes(&mut self, ai: usize, cs: ScalarType, cv: &[Vec<CV>]) -> Vec<Vec<CV>> {
+        let s = self.arrays[ai].elem;
+        let n = self.arrays[ai].planes.len();
+        {
+            {
                 let mut per_lane: Vec<Vec<CV>> = vec![Vec::new(); n];
                 for j in 0..BLOCK {
                     let c: Vec<CV> = cv
                         .iter()
                         .map(|lane| {
                             let x = self.extract(cs, lane, j);
-                            to64(self, x)
+                            if cs == ScalarType::I64 {
+                                x
+                            } else {
+                                self.b.ins().sextend(T::I64, x)
+                            }
                         })
                         .collect();
                     for (l, v) in self.gather_one(ai, &c).into_iter().enumerate() {
                         per_lane[l].push(v);
                     }
                 }
-                Ok(LV::V(per_lane.iter().map(|xs| self.build(s, xs)).collect()))
+                per_lane.iter().map(|xs| self.build(s, xs)).collect()
             }
-            LV::Array(_) => self.err("array used as coordinates"),
         }
     }
 

@@ -79,3 +79,109 @@ fn prepared_launch_runs_repeatedly() {
     assert_eq!(l.outputs(), first);
     assert_eq!(l.len(), 10_000);
 }
+
+/// A program reading array `a` at `index + off` (rank `r`) and returning it together with
+/// the coordinates `index` gave.
+fn stencil_src(r: usize, ty: &str, mode: &str, off: &[i32]) -> String {
+    let it = if r == 1 {
+        "i32".to_string()
+    } else {
+        format!("<{r} x i32>")
+    };
+    let lit = if r == 1 {
+        off[0].to_string()
+    } else {
+        format!(
+            "({})",
+            off.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    format!(
+        "program @s(%a: array<{r} x {ty}, {mode}>) -> (v: {ty}, at: {it}) {{
+  %p: {it} = index
+  %o: {it} = const {lit}
+  %q: {it} = add %p, %o
+  %v: {ty} = read %a, %q
+  return %v, %p
+}}
+"
+    )
+}
+
+fn pattern(elem: Type, shape: &[usize]) -> HostArray {
+    let n: usize = shape.iter().product();
+    let (s, _) = elem.lanes().expect("scalar");
+    let data = (0..n as u64)
+        .map(|i| {
+            let x = i.wrapping_mul(2654435761) % 1000;
+            if s.is_float() {
+                let v = x as f64 * 0.25 - 7.0;
+                match s.bits() {
+                    64 => v.to_bits(),
+                    32 => (v as f32).to_bits() as u64,
+                    _ => weft_ir::konst::f16_from_f64(v).to_bits() as u64,
+                }
+            } else {
+                weft_ir::konst::canon(s, x.wrapping_sub(500))
+            }
+        })
+        .collect();
+    HostArray {
+        elem,
+        shape: shape.to_vec(),
+        data,
+    }
+}
+
+#[test]
+fn index_and_stencil_reads_match_the_interpreter_on_wide_launches() {
+    // Launch shapes whose last axis holds a whole SIMD block or more, where `index` takes its
+    // carry path and reads at `index + const` may load whole vectors, around the edges of
+    // that path: the last axis 8, 9, 13, 16, 33; offsets that keep blocks inside the array,
+    // cross its ends, or wrap rows; every boundary mode; 32- and 64-bit and narrow types.
+    let devs = [
+        CpuDevice::new(),
+        CpuDevice::with_compiler(weft_runtime::HostCompiler::Llvm(Default::default())),
+    ];
+    let mut cases = 0;
+    for shape in [
+        vec![40usize],
+        vec![3, 8],
+        vec![5, 9],
+        vec![4, 13],
+        vec![2, 16],
+        vec![3, 2, 33],
+        vec![2, 3, 8],
+    ] {
+        let r = shape.len();
+        for ty in ["f32", "i32", "f64", "u64", "i16", "f16"] {
+            for mode in ["clamp", "repeat", "constant(0)"] {
+                for off in [0i32, 1, -1, 7, -8, 9] {
+                    let mut o = vec![0i32; r];
+                    o[r - 1] = off;
+                    if r > 1 {
+                        o[0] = off.signum();
+                    }
+                    let src = stencil_src(r, ty, mode, &o);
+                    let m =
+                        weft_ir::parse_and_verify(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+                    let elem = m.programs[0].outputs[0].ty;
+                    let a = Arc::new(pattern(elem, &shape));
+                    let ins = [Input::Array(a)];
+                    let want = Interpreter::new(&m)
+                        .apply("s", &ins, Some(&shape))
+                        .expect("interp");
+                    for d in &devs {
+                        let got = d.apply(&m, "s", &ins, Some(&shape)).expect("compiled");
+                        assert_eq!(got, want, "{shape:?} {ty} {mode} {o:?}\n{src}");
+                    }
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 7 * 6 * 3 * 6);
+}
