@@ -5,50 +5,15 @@
 //   reads DIR/bs_s.bin, DIR/bs_x.bin, DIR/bs_t.bin (n f32 each);
 //   writes DIR/bs_call.IMPL.bin and DIR/bs_put.IMPL.bin (n f32 each); stdout: median seconds.
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <omp.h>
 
-#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "the input and output files are little-endian"
-#endif
-
-static const char *usage_msg = "usage: blackscholes DIR REPS IMPL n R V\n";
-static void usage(void) { fputs(usage_msg, stderr); exit(2); }
-static long arg_long(const char *s, long lo) {
-    char *e; errno = 0; long v = strtol(s, &e, 10);
-    if (!*s || *e || errno || v < lo) usage();
-    return v;
-}
-static double arg_double(const char *s) {
-    char *e; errno = 0; double v = strtod(s, &e);
-    if (!*s || *e || errno || v != v) usage();
-    return v;
-}
-static void path_of(char *buf, size_t len, const char *dir, const char *name, const char *impl) {
-    int k = impl ? snprintf(buf, len, "%s/%s.%s.bin", dir, name, impl) : snprintf(buf, len, "%s/%s.bin", dir, name);
-    if (k < 0 || (size_t)k >= len) { fprintf(stderr, "blackscholes: path too long: %s/%s\n", dir, name); exit(1); }
-}
-// Reads exactly count elements of size el from DIR/name.bin (exit 1 if missing, short or long).
-static void *load(const char *dir, const char *name, size_t el, size_t count) {
-    char path[4096]; path_of(path, sizeof path, dir, name, NULL);
-    FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "blackscholes: cannot open %s\n", path); exit(1); }
-    void *p = malloc(el * count + 1);
-    if (!p) { fprintf(stderr, "blackscholes: out of memory\n"); exit(1); }
-    size_t got = fread(p, el, count, f);
-    int extra = fgetc(f) != EOF;
-    fclose(f);
-    if (got != count || extra) { fprintf(stderr, "blackscholes: %s: expected exactly %zu bytes\n", path, el * count); exit(1); }
-    return p;
-}
-static void store(const char *dir, const char *name, const char *impl, const void *p, size_t el, size_t count) {
-    char path[4096]; path_of(path, sizeof path, dir, name, impl);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, el, count, f) != count || fclose(f)) { fprintf(stderr, "blackscholes: cannot write %s\n", path); exit(1); }
-}
-static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+#define PROG "blackscholes"
+#define USAGE "usage: blackscholes DIR REPS IMPL n R V\n"
+#include "baseline.h"
 
 // The cumulative normal distribution by the Abramowitz-Stegun polynomial.
 static inline float cnd(float d) {
@@ -76,9 +41,9 @@ static void bs(const float *restrict S, const float *restrict X, const float *re
 int main(int argc, char **argv) {
     if (argc != 7) usage();
     const char *dir = argv[1], *impl = argv[3];
-    int reps = (int)arg_long(argv[2], 1);
-    long n = arg_long(argv[4], 0);
-    float R = (float)arg_double(argv[5]), V = (float)arg_double(argv[6]);
+    int reps = (int)arg_long(argv[2], 1, LONG_MAX);
+    long n = arg_long(argv[4], 0, LONG_MAX);
+    float R = (float)arg_double(argv[5], -INFINITY), V = (float)arg_double(argv[6], -INFINITY);
 
     const float *S = load(dir, "bs_s", sizeof(float), n);
     const float *X = load(dir, "bs_x", sizeof(float), n);

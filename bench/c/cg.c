@@ -7,51 +7,16 @@
 //   DIR/cg_b.bin (n f64); writes DIR/cg_x.IMPL.bin (n f64);
 //   stdout: median seconds, then "iterations K residual R" (R = sqrt(r.r)/|b| at exit).
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <omp.h>
 
-#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "the input and output files are little-endian"
-#endif
-
-static const char *usage_msg = "usage: cg DIR REPS IMPL n nnz maxit tol\n";
-static void usage(void) { fputs(usage_msg, stderr); exit(2); }
-static long arg_long(const char *s, long lo) {
-    char *e; errno = 0; long v = strtol(s, &e, 10);
-    if (!*s || *e || errno || v < lo) usage();
-    return v;
-}
-static double arg_double(const char *s) {
-    char *e; errno = 0; double v = strtod(s, &e);
-    if (!*s || *e || errno || !(v >= 0)) usage();
-    return v;
-}
-static void path_of(char *buf, size_t len, const char *dir, const char *name, const char *impl) {
-    int k = impl ? snprintf(buf, len, "%s/%s.%s.bin", dir, name, impl) : snprintf(buf, len, "%s/%s.bin", dir, name);
-    if (k < 0 || (size_t)k >= len) { fprintf(stderr, "cg: path too long: %s/%s\n", dir, name); exit(1); }
-}
-// Reads exactly count elements of size el from DIR/name.bin (exit 1 if missing, short or long).
-static void *load(const char *dir, const char *name, size_t el, size_t count) {
-    char path[4096]; path_of(path, sizeof path, dir, name, NULL);
-    FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "cg: cannot open %s\n", path); exit(1); }
-    void *p = malloc(el * count + 1);
-    if (!p) { fprintf(stderr, "cg: out of memory\n"); exit(1); }
-    size_t got = fread(p, el, count, f);
-    int extra = fgetc(f) != EOF;
-    fclose(f);
-    if (got != count || extra) { fprintf(stderr, "cg: %s: expected exactly %zu bytes\n", path, el * count); exit(1); }
-    return p;
-}
-static void store(const char *dir, const char *name, const char *impl, const void *p, size_t el, size_t count) {
-    char path[4096]; path_of(path, sizeof path, dir, name, impl);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, el, count, f) != count || fclose(f)) { fprintf(stderr, "cg: cannot write %s\n", path); exit(1); }
-}
-static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+#define PROG "cg"
+#define USAGE "usage: cg DIR REPS IMPL n nnz maxit tol\n"
+#include "baseline.h"
 
 // Exit 1 unless rowptr/col describe a valid n x n CSR matrix with nnz entries.
 static void check_csr(const int32_t *rowptr, const int32_t *col, long n, long nnz) {
@@ -114,9 +79,9 @@ static long cg(const int32_t *restrict rowptr, const int32_t *restrict col, cons
 int main(int argc, char **argv) {
     if (argc != 8) usage();
     const char *dir = argv[1], *impl = argv[3];
-    int reps = (int)arg_long(argv[2], 1);
-    long n = arg_long(argv[4], 1), nnz = arg_long(argv[5], 0), maxit = arg_long(argv[6], 0);
-    double tol = arg_double(argv[7]);
+    int reps = (int)arg_long(argv[2], 1, LONG_MAX);
+    long n = arg_long(argv[4], 1, LONG_MAX), nnz = arg_long(argv[5], 0, LONG_MAX), maxit = arg_long(argv[6], 0, LONG_MAX);
+    double tol = arg_double(argv[7], 0);
     if (nnz > INT32_MAX) usage();
 
     const int32_t *rowptr = load(dir, "csr_rowptr", sizeof(int32_t), n + 1);

@@ -8,6 +8,7 @@
 //   reads DIR/coins_img.bin (h*w f32); writes DIR/coins_best.IMPL.bin (h*w f32, max_R s_R
 //   before any peak clears it); stdout: median seconds, "peaks K", then "y x r" per peak.
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,45 +16,9 @@
 #include <string.h>
 #include <omp.h>
 
-#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "the input and output files are little-endian"
-#endif
-
-static const char *usage_msg = "usage: coins DIR REPS IMPL h w rmin rmax npeaks thresh\n";
-static void usage(void) { fputs(usage_msg, stderr); exit(2); }
-static long arg_long(const char *s, long lo) {
-    char *e; errno = 0; long v = strtol(s, &e, 10);
-    if (!*s || *e || errno || v < lo) usage();
-    return v;
-}
-static double arg_double(const char *s) {
-    char *e; errno = 0; double v = strtod(s, &e);
-    if (!*s || *e || errno || v != v) usage();
-    return v;
-}
-static void path_of(char *buf, size_t len, const char *dir, const char *name, const char *impl) {
-    int k = impl ? snprintf(buf, len, "%s/%s.%s.bin", dir, name, impl) : snprintf(buf, len, "%s/%s.bin", dir, name);
-    if (k < 0 || (size_t)k >= len) { fprintf(stderr, "coins: path too long: %s/%s\n", dir, name); exit(1); }
-}
-// Reads exactly count elements of size el from DIR/name.bin (exit 1 if missing, short or long).
-static void *load(const char *dir, const char *name, size_t el, size_t count) {
-    char path[4096]; path_of(path, sizeof path, dir, name, NULL);
-    FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "coins: cannot open %s\n", path); exit(1); }
-    void *p = malloc(el * count + 1);
-    if (!p) { fprintf(stderr, "coins: out of memory\n"); exit(1); }
-    size_t got = fread(p, el, count, f);
-    int extra = fgetc(f) != EOF;
-    fclose(f);
-    if (got != count || extra) { fprintf(stderr, "coins: %s: expected exactly %zu bytes\n", path, el * count); exit(1); }
-    return p;
-}
-static void store(const char *dir, const char *name, const char *impl, const void *p, size_t el, size_t count) {
-    char path[4096]; path_of(path, sizeof path, dir, name, impl);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, el, count, f) != count || fclose(f)) { fprintf(stderr, "coins: cannot write %s\n", path); exit(1); }
-}
-static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+#define PROG "coins"
+#define USAGE "usage: coins DIR REPS IMPL h w rmin rmax npeaks thresh\n"
+#include "baseline.h"
 
 static inline long clampl(long v, long lo, long hi) { return v < lo ? lo : v > hi ? hi : v; }
 
@@ -94,10 +59,10 @@ static inline void score_row(const float *restrict acc, float *restrict best, in
 int main(int argc, char **argv) {
     if (argc != 10) usage();
     const char *dir = argv[1], *impl = argv[3];
-    int reps = (int)arg_long(argv[2], 1);
-    long h = arg_long(argv[4], 1), w = arg_long(argv[5], 1);
-    long rmin = arg_long(argv[6], 0), rmax = arg_long(argv[7], 0), npeaks = arg_long(argv[8], 0);
-    float thresh = (float)arg_double(argv[9]);
+    int reps = (int)arg_long(argv[2], 1, LONG_MAX);
+    long h = arg_long(argv[4], 1, LONG_MAX), w = arg_long(argv[5], 1, LONG_MAX);
+    long rmin = arg_long(argv[6], 0, LONG_MAX), rmax = arg_long(argv[7], 0, LONG_MAX), npeaks = arg_long(argv[8], 0, LONG_MAX);
+    float thresh = (float)arg_double(argv[9], -INFINITY);
     if (rmax < rmin || rmax > 4096) usage();
     const long hw = h * w, P = rmax, W = w + 2 * P, H = h + 2 * P;  // padded edge map: P on each side
 

@@ -6,6 +6,7 @@
 // Usage: ep DIR REPS IMPL M
 //   no input or output files; stdout: median seconds, "sx SX sy SY", "q Q0 ... Q9".
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,14 +21,9 @@
 #define MASK ((1ULL << 46) - 1)
 #define R46 (1.0 / 70368744177664.0)  // 2^-46
 
-static const char *usage_msg = "usage: ep DIR REPS IMPL M\n";
-static void usage(void) { fputs(usage_msg, stderr); exit(2); }
-static long arg_long(const char *s, long lo, long hi) {
-    char *e; errno = 0; long v = strtol(s, &e, 10);
-    if (!*s || *e || errno || v < lo || v > hi) usage();
-    return v;
-}
-static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+#define PROG "ep"
+#define USAGE "usage: ep DIR REPS IMPL M\n"
+#include "baseline.h"
 
 // a^e mod 2^46 by square and multiply (u64 products wrap mod 2^64, a multiple of 2^46).
 static uint64_t pow46(uint64_t a, uint64_t e) {

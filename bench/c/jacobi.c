@@ -7,52 +7,17 @@
 //   reads DIR/jacobi_u0.bin (n*n f32), writes DIR/jacobi_u.IMPL.bin (n*n f32);
 //   stdout: median seconds, then "sweeps S delta D" (D: delta of the last check sweep, 0 if none).
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <omp.h>
 
-#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "the input and output files are little-endian"
-#endif
-
 #define CHECK 10
 
-static const char *usage_msg = "usage: jacobi DIR REPS IMPL n sweeps tol\n";
-static void usage(void) { fputs(usage_msg, stderr); exit(2); }
-static long arg_long(const char *s, long lo) {
-    char *e; errno = 0; long v = strtol(s, &e, 10);
-    if (!*s || *e || errno || v < lo) usage();
-    return v;
-}
-static double arg_double(const char *s) {
-    char *e; errno = 0; double v = strtod(s, &e);
-    if (!*s || *e || errno || !(v >= 0)) usage();
-    return v;
-}
-static void path_of(char *buf, size_t len, const char *dir, const char *name, const char *impl) {
-    int k = impl ? snprintf(buf, len, "%s/%s.%s.bin", dir, name, impl) : snprintf(buf, len, "%s/%s.bin", dir, name);
-    if (k < 0 || (size_t)k >= len) { fprintf(stderr, "jacobi: path too long: %s/%s\n", dir, name); exit(1); }
-}
-// Reads exactly count elements of size el from DIR/name.bin (exit 1 if missing, short or long).
-static void *load(const char *dir, const char *name, size_t el, size_t count) {
-    char path[4096]; path_of(path, sizeof path, dir, name, NULL);
-    FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "jacobi: cannot open %s\n", path); exit(1); }
-    void *p = malloc(el * count + 1);
-    if (!p) { fprintf(stderr, "jacobi: out of memory\n"); exit(1); }
-    size_t got = fread(p, el, count, f);
-    int extra = fgetc(f) != EOF;
-    fclose(f);
-    if (got != count || extra) { fprintf(stderr, "jacobi: %s: expected exactly %zu bytes\n", path, el * count); exit(1); }
-    return p;
-}
-static void store(const char *dir, const char *name, const char *impl, const void *p, size_t el, size_t count) {
-    char path[4096]; path_of(path, sizeof path, dir, name, impl);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, el, count, f) != count || fclose(f)) { fprintf(stderr, "jacobi: cannot write %s\n", path); exit(1); }
-}
-static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+#define PROG "jacobi"
+#define USAGE "usage: jacobi DIR REPS IMPL n sweeps tol\n"
+#include "baseline.h"
 
 // One interior row: o[j] for 1 <= j < n-1 from the rows above (up), at (mid) and below (dn).
 static inline void row(const float *restrict up, const float *restrict mid, const float *restrict dn,
@@ -77,9 +42,9 @@ static inline float row_check(const float *restrict up, const float *restrict mi
 int main(int argc, char **argv) {
     if (argc != 7) usage();
     const char *dir = argv[1], *impl = argv[3];
-    int reps = (int)arg_long(argv[2], 1);
-    long n = arg_long(argv[4], 1), sweeps = arg_long(argv[5], 0);
-    double tol = arg_double(argv[6]);
+    int reps = (int)arg_long(argv[2], 1, LONG_MAX);
+    long n = arg_long(argv[4], 1, LONG_MAX), sweeps = arg_long(argv[5], 0, LONG_MAX);
+    double tol = arg_double(argv[6], 0);
     size_t nn = (size_t)n * (size_t)n;
 
     const float *u0 = load(dir, "jacobi_u0", sizeof(float), nn);
