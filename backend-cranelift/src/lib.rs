@@ -88,6 +88,16 @@ pub(crate) struct Libs {
     pub round_f16: FuncRef,
     pub f16_to_bits: FuncRef,
     pub f16_from_bits: FuncRef,
+    pub clock: FuncRef,
+}
+
+/// `clock`: nanoseconds since the first call in this process (monotonic).
+extern "C" fn weft_clock() -> i64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_nanos() as i64
 }
 
 extern "C" fn weft_fmod32(a: f32, b: f32) -> f32 {
@@ -139,6 +149,22 @@ fn isa() -> Result<Isa, CompileError> {
 
 /// Compiles program `name` of the verified module `m` to host code.
 pub fn compile(m: &Module, name: &str) -> Result<Kernel, CompileError> {
+    compile_impl(m, name, None)
+}
+
+/// Compiles kernel `name` of the verified module `m` for work-groups of `block` work-items
+/// (x, y, z) to host code, the MCUDA way (docs/kernel-mode.md): the entry's `(ctx, begin,
+/// end)` runs work-groups `[begin, end)` (row-major numbers, x fastest), the grid's extents
+/// in the context's launch words.
+///
+/// # Errors
+/// As [`compile`]; also a map program, or a group needing more than 1 MiB of stack for its
+/// shared arrays and per-work-item values.
+pub fn compile_kernel(m: &Module, name: &str, block: [u32; 3]) -> Result<Kernel, CompileError> {
+    compile_impl(m, name, Some(block))
+}
+
+fn compile_impl(m: &Module, name: &str, block: Option<[u32; 3]>) -> Result<Kernel, CompileError> {
     // Math functions become basic ops first (the interpreter runs the same expansion), so
     // compiled code computes the interpreter's bits, in SIMD.
     let expanded;
@@ -155,7 +181,8 @@ pub fn compile(m: &Module, name: &str) -> Result<Kernel, CompileError> {
         .ok_or_else(|| CompileError::UnknownProgram(name.to_string()))?;
     let isa = isa()?;
     let mut jb = JITBuilder::with_isa(isa.clone(), default_libcall_names());
-    let syms: [(&str, *const u8); 6] = [
+    let syms: [(&str, *const u8); 7] = [
+        ("weft_clock", weft_clock as *const u8),
         ("weft_fmod32", weft_fmod32 as *const u8),
         ("weft_fmod64", weft_fmod64 as *const u8),
         ("weft_fma_f16", weft_fma_f16 as *const u8),
@@ -177,6 +204,12 @@ pub fn compile(m: &Module, name: &str) -> Result<Kernel, CompileError> {
         sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
         sig.returns.push(AbiParam::new(ret));
         jit.declare_function(n, Linkage::Import, &sig).map_err(cg)
+    };
+    let clock_id = {
+        let mut sig = jit.make_signature();
+        sig.returns.push(AbiParam::new(T::I64));
+        jit.declare_function("weft_clock", Linkage::Import, &sig)
+            .map_err(cg)?
     };
     let ids = [
         declare(&mut jit, "weft_fmod32", &[T::F32, T::F32], T::F32)?,
@@ -211,8 +244,25 @@ pub fn compile(m: &Module, name: &str) -> Result<Kernel, CompileError> {
             round_f16: refs[3],
             f16_to_bits: refs[4],
             f16_from_bits: refs[5],
+            clock: jit.declare_func_in_func(clock_id, b.func),
         };
-        lower::Lowerer::lower_kernel(m, p, &mut b, &libs, &layout)?;
+        let is_kernel = p.kind == weft_ir::ProgramKind::Kernel;
+        match block {
+            Some(block) if is_kernel => {
+                lower::Lowerer::lower_group_kernel(m, p, &mut b, &libs, &layout, block)?
+            }
+            None if !is_kernel => lower::Lowerer::lower_kernel(m, p, &mut b, &libs, &layout)?,
+            _ => {
+                return Err(CompileError::Lower(LowerError {
+                    program: p.name.clone(),
+                    message: if is_kernel {
+                        "is a kernel: compile it with a work-group size (compile_kernel)".into()
+                    } else {
+                        "is a map program, not a kernel".into()
+                    },
+                }))
+            }
+        }
         b.finalize(isa.frontend_config());
     }
     let clif = ctx.func.display().to_string();

@@ -12,6 +12,8 @@ use weft_ir::opcode::Opcode;
 use weft_ir::uniform::uniform_values_with;
 use weft_ir::{Boundary, Const, Imm, Module, ParamKind, Program, Region, ScalarType, Type, Value};
 
+mod group;
+
 type CV = ir::Value;
 
 /// A lowered weft value.
@@ -39,6 +41,8 @@ struct Frame<'p> {
     p: &'p Program,
     vals: Vec<Option<LV>>,
     uni: Vec<bool>,
+    /// Kernels: varying values kept per work-item in stack slots across a barrier.
+    spill: std::collections::HashMap<Value, Vec<ir::StackSlot>>,
 }
 
 /// Why lowering failed.
@@ -62,6 +66,8 @@ pub(crate) struct Lowerer<'a, 'b> {
     launch_word: usize,
     /// The lane numbers [0, 1, …, BLOCK-1] as i32x4 vectors, built once in the entry block.
     iota: Option<Vec<CV>>,
+    /// Kernels: the work-group being lowered.
+    group: Option<group::GroupState>,
 }
 
 fn is64(s: ScalarType) -> bool {
@@ -774,6 +780,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             program: p.name.clone(),
             launch_word: layout.launch,
             iota: None,
+            group: None,
         };
         // Uniform parameters and array descriptors are loaded once, in the entry block.
         let uni_params: Vec<bool> = p
@@ -786,44 +793,9 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             p,
             vals: vec![None; p.num_values()],
             uni,
+            spill: Default::default(),
         };
-        for (i, par) in p.params.iter().enumerate() {
-            let t = p.ty(par.value);
-            let w = layout.params[i];
-            match par.kind {
-                ParamKind::Uniform => {
-                    let (s, n) = elem_of(t);
-                    let ctx = l.ctx;
-                    let xs = (0..n)
-                        .map(|k| l.b.ins().load(sty(s), mem(), ctx, ((w + k) * 8) as i32))
-                        .collect();
-                    frame.vals[par.value.index()] = Some(LV::U(xs));
-                }
-                ParamKind::Array => {
-                    let (d, e, boundary) = t.array_parts().expect("array param");
-                    let (s, n) = elem_of(e);
-                    let planes: Vec<CV> = (0..n).map(|k| l.word(w + k)).collect();
-                    let dims: Vec<CV> = (0..d as usize).map(|k| l.word(w + n + k)).collect();
-                    let safe = dims
-                        .iter()
-                        .map(|&x| {
-                            let one = l.iconst(T::I64, 1);
-                            let n_safe = l.b.ins().umax(x, one);
-                            (n_safe, l.b.ins().iadd_imm_s(n_safe, -1))
-                        })
-                        .collect();
-                    l.arrays.push(ArrayInfo {
-                        planes,
-                        dims,
-                        safe,
-                        elem: s,
-                        boundary,
-                    });
-                    frame.vals[par.value.index()] = Some(LV::Array(l.arrays.len() - 1));
-                }
-                ParamKind::Varying => {}
-            }
-        }
+        l.bind_params(p, &mut frame, layout);
         // Loop-invariant setup: plane pointers and the lane numbers 0..4.
         let in_planes: Vec<Vec<CV>> = p
             .params
@@ -894,6 +866,48 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         l.b.ins().return_(&[]);
         l.b.seal_all_blocks();
         Ok(())
+    }
+
+    /// Loads the uniform parameters and array descriptors (in the current block) and binds
+    /// them in `frame`; varying parameters are left to the caller.
+    fn bind_params(&mut self, p: &Program, frame: &mut Frame, layout: &Layout) {
+        for (i, par) in p.params.iter().enumerate() {
+            let t = p.ty(par.value);
+            let w = layout.params[i];
+            match par.kind {
+                ParamKind::Uniform => {
+                    let (s, n) = elem_of(t);
+                    let ctx = self.ctx;
+                    let xs = (0..n)
+                        .map(|k| self.b.ins().load(sty(s), mem(), ctx, ((w + k) * 8) as i32))
+                        .collect();
+                    frame.vals[par.value.index()] = Some(LV::U(xs));
+                }
+                ParamKind::Array | ParamKind::Buffer => {
+                    let (d, e, boundary) = t.array_parts().expect("array param");
+                    let (s, n) = elem_of(e);
+                    let planes: Vec<CV> = (0..n).map(|k| self.word(w + k)).collect();
+                    let dims: Vec<CV> = (0..d as usize).map(|k| self.word(w + n + k)).collect();
+                    let safe = dims
+                        .iter()
+                        .map(|&x| {
+                            let one = self.iconst(T::I64, 1);
+                            let n_safe = self.b.ins().umax(x, one);
+                            (n_safe, self.b.ins().iadd_imm_s(n_safe, -1))
+                        })
+                        .collect();
+                    self.arrays.push(ArrayInfo {
+                        planes,
+                        dims,
+                        safe,
+                        elem: s,
+                        boundary,
+                    });
+                    frame.vals[par.value.index()] = Some(LV::Array(self.arrays.len() - 1));
+                }
+                ParamKind::Varying => {}
+            }
+        }
     }
 
     /// The lane numbers 0..BLOCK as i32x4 vectors.
@@ -977,10 +991,13 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         }
     }
 
-    fn get(&self, f: &Frame, v: Value) -> Result<LV, LowerError> {
+    fn get(&mut self, f: &Frame, v: Value) -> Result<LV, LowerError> {
         match f.vals.get(v.index()).cloned().flatten() {
             Some(x) => Ok(x),
-            None => self.err(format!("internal: value {v:?} has no lowering")),
+            None => match f.spill.get(&v) {
+                Some(slots) => Ok(self.reload(f.p.ty(v), slots)),
+                None => self.err(format!("internal: value {v:?} has no lowering")),
+            },
         }
     }
 
@@ -1194,6 +1211,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                     p: callee,
                     vals: vec![None; callee.num_values()],
                     uni,
+                    spill: Default::default(),
                 };
                 for (par, a) in callee.params.iter().zip(&args) {
                     cf.vals[par.value.index()] = Some(a.clone());
@@ -1201,6 +1219,17 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 self.region(&mut cf, callee.body, &[], mask)
             }
             O::Yield | O::Return => Ok(Vec::new()),
+            O::LocalId | O::GroupId | O::LocalSize | O::NumGroups | O::Clock => {
+                Ok(vec![self.kernel_id(d.opcode, res_ty.expect("typed"))?])
+            }
+            O::Store
+            | O::AtomicAdd
+            | O::AtomicMin
+            | O::AtomicMax
+            | O::AtomicXchg
+            | O::AtomicCas => self.memory_op(f, op, &args, mask),
+            O::Shared => Ok(vec![self.get(f, d.results[0])?]),
+            O::Barrier => self.err("internal: a barrier inside a work-item segment"),
             _ => {
                 // Element-wise ops on scalars and tuples.
                 let t_in = aty(d

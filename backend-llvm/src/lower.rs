@@ -35,6 +35,8 @@ pub enum Flavor {
     Ptx,
 }
 
+mod kernel;
+
 /// A lowered value: uniform scalars per tuple lane, varying vectors per tuple lane, or an
 /// array parameter.
 #[derive(Clone, Debug)]
@@ -56,6 +58,11 @@ struct ArrayInfo {
     dims: Vec<String>,
     elem: ScalarType,
     boundary: Boundary,
+    /// The planes' pointer type (`ptr`, `ptr addrspace(1)`, or `ptr addrspace(3)` for a
+    /// kernel's shared array).
+    space: &'static str,
+    /// A kernel's buffer or shared array: stores may change it, so loads are not invariant.
+    writable: bool,
 }
 
 struct Frame<'p> {
@@ -1015,6 +1022,17 @@ impl<'m> Lower<'m> {
             let a = &self.arrays[ai];
             (a.dims.clone(), a.planes.clone(), a.elem, a.boundary)
         };
+        let (space, invariant) = {
+            let a = &self.arrays[ai];
+            (
+                a.space,
+                if a.writable {
+                    ""
+                } else {
+                    ", !invariant.load !0"
+                },
+            )
+        };
         let t64 = self.ty(ScalarType::I64, u);
         let tb = self.ty(ScalarType::Bool, u);
         let zero = self.konst(ScalarType::I64, 0, u);
@@ -1094,10 +1112,11 @@ impl<'m> Lower<'m> {
         for (l, plane) in planes.iter().enumerate() {
             let st = storage_ty(s);
             let raw = if u {
-                let a = self.elem_addr(s, plane, &lin);
+                let a = self.def(format!(
+                    "getelementptr inbounds {st}, {space} {plane}, i64 {lin}"
+                ));
                 self.def(format!(
-                    "load {st}, {} {a}, align {}, !invariant.load !0",
-                    self.ptr(),
+                    "load {st}, {space} {a}, align {}{invariant}",
                     storage_bytes(s)
                 ))
             } else {
@@ -1363,6 +1382,7 @@ impl<'m> Lower<'m> {
                 self.region(&mut cf, callee.body, &[], mask)
             }
             O::Yield | O::Return => Ok(Vec::new()),
+            o if o.is_kernel_only() => self.kernel_op(f, op, &args),
             _ => {
                 let t_in = aty(0);
                 let (s, n) = elem_of(t_in);
@@ -1800,20 +1820,26 @@ pub(crate) fn lower(
                 let planes = (0..n).map(|k| l.word_ptr(w0 + k)).collect();
                 varying.push((par.value, s, planes));
             }
-            ParamKind::Array => {
+            ParamKind::Array | ParamKind::Buffer => {
                 let (dims, e, boundary) = t.array_parts().expect("array type");
                 let (s, n) = elem_of(e);
                 let planes = (0..n).map(|k| l.word_ptr(w0 + k)).collect();
                 let dims = (0..dims as usize).map(|k| l.word(w0 + n + k)).collect();
+                let space = l.ptr();
                 l.arrays.push(ArrayInfo {
                     planes,
                     dims,
                     elem: s,
                     boundary,
+                    space,
+                    writable: par.kind == ParamKind::Buffer,
                 });
                 f.vals[par.value.index()] = Some(LV::Array(l.arrays.len() - 1));
             }
         }
+    }
+    if p.kind == weft_ir::ProgramKind::Kernel {
+        return kernel::finish(l, f, flavor, fast, header, sym, layout);
     }
     let out_planes: Vec<(ScalarType, Vec<String>)> = p
         .outputs
@@ -1909,7 +1935,13 @@ pub(crate) fn lower(
             );
         }
     }
-    // Helper bodies go after the kernel; their declarations join the kernel's (once each).
+    finish_text(&mut l, &mut text);
+    Ok(Lowered { text, layout })
+}
+
+/// Appends the helper bodies (after the kernel) and every declaration (once each).
+fn finish_text(l: &mut Lower, text: &mut String) {
+    let w = l.w();
     let mut helpers = String::new();
     for h in &l.helpers {
         for line in helper_text(h, w).lines() {
@@ -1927,7 +1959,6 @@ pub(crate) fn lower(
     }
     text.push_str(&helpers);
     text.push_str("!0 = !{}\n");
-    Ok(Lowered { text, layout })
 }
 
 /// A uniform parameter's lane from its context word (storage bits, docs/abi.md).

@@ -745,7 +745,7 @@ fn bind_inputs(p: &Program, specs: &[String]) -> Result<Vec<Input>, CliError> {
         let bad = |m: String| CliError(format!("error: --in {name}: {m}"));
         let input = match par.kind {
             ParamKind::Uniform => Input::Uniform(parse_const(ty, value).map_err(bad)?),
-            ParamKind::Varying | ParamKind::Array => {
+            ParamKind::Varying | ParamKind::Array | ParamKind::Buffer => {
                 let path = Path::new(value);
                 if value.ends_with(".png") {
                     let a = iteration::read_png(path, ty).map_err(bad)?;
@@ -755,10 +755,10 @@ fn bind_inputs(p: &Program, specs: &[String]) -> Result<Vec<Input>, CliError> {
                 if !value.ends_with(".npy") && !path.exists() {
                     return Err(bad(format!(
                         "is a {} input of type {ty}: give a .npy file, not `{value}`",
-                        if par.kind == ParamKind::Array {
-                            "array"
-                        } else {
-                            "varying"
+                        match par.kind {
+                            ParamKind::Array => "array",
+                            ParamKind::Buffer => "buffer",
+                            _ => "varying",
                         }
                     )));
                 }

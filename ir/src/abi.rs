@@ -1,7 +1,7 @@
 //! The kernel ABI shared by the compiled CPU backends (docs/abi.md): the context block a compiled
 //! kernel reads its parameter, output and launch data from, and how element data is laid out.
 
-use crate::{ParamKind, Program, ScalarType, Type};
+use crate::{Program, ScalarType, Type};
 
 /// Elements processed per SIMD block: two 128-bit vectors of 32-bit lanes, or four of 64-bit
 /// lanes. Two vectors per value give the core independent work to overlap (e.g. two
@@ -32,9 +32,10 @@ pub fn storage_bytes(s: ScalarType) -> usize {
 ///
 /// Per parameter, in order: varying — one plane pointer per tuple lane (structure of arrays:
 /// lane `l` of element `e` is at `plane[l] + e * storage_bytes`); uniform — one word per tuple
-/// lane holding the lane's storage bits (low bytes first); array — one plane pointer per
-/// tuple lane, then one word per axis with its extent. Per output: one plane pointer per tuple
-/// lane. Then the launch: its rank, then 3 extents (outermost first).
+/// lane holding the lane's storage bits (low bytes first); array and buffer — one plane
+/// pointer per tuple lane, then one word per axis with its extent. Per output: one plane
+/// pointer per tuple lane. Then the launch: its rank, then 3 extents (outermost first); for a
+/// kernel, rank 3 and the work-groups on the x, y and z axes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// Word offset of each parameter's first word.
@@ -64,7 +65,7 @@ impl Layout {
             params.push(w);
             let t = p.ty(par.value);
             w += lanes(t);
-            if par.kind == ParamKind::Array {
+            if par.kind.is_array() {
                 w += t.array_parts().map_or(0, |(d, _, _)| d as usize);
             }
         }

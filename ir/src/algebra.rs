@@ -72,6 +72,7 @@ fn kind_word(k: ParamKind) -> &'static str {
         ParamKind::Varying => "varying",
         ParamKind::Uniform => "uniform",
         ParamKind::Array => "array",
+        ParamKind::Buffer => "buffer",
     }
 }
 

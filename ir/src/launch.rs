@@ -92,6 +92,12 @@ pub fn plan_launch_desc(
     inputs: &[ArgDesc],
     shape: Option<&[usize]>,
 ) -> Result<(Vec<usize>, usize), RunError> {
+    if p.kind == crate::program::ProgramKind::Kernel {
+        return Err(RunError::Launch {
+            program: p.name.clone(),
+            message: "is a kernel: run it with a grid and block, not over arrays".into(),
+        });
+    }
     if inputs.len() != p.params.len() {
         return Err(RunError::ArgCount {
             program: p.name.clone(),
@@ -114,6 +120,11 @@ pub fn plan_launch_desc(
                 check_array_desc(ty, *elem, shape).map_err(bad)?
             }
             (ParamKind::Array, ArgDesc::Uniform(_)) => return Err(bad("expects an array".into())),
+            (ParamKind::Buffer, _) => {
+                return Err(bad(
+                    "is a kernel buffer: kernels run with a grid and block, not applied".into(),
+                ))
+            }
             (ParamKind::Uniform, ArgDesc::Uniform(c))
             | (ParamKind::Varying, ArgDesc::Uniform(c)) => {
                 if c.ty != ty {
@@ -272,4 +283,106 @@ pub fn fingerprint(m: &Module) -> u64 {
         });
     }
     h.finish()
+}
+
+/// The most work-items one work-group may have (CUDA's limit; the CPU backends keep
+/// per-work-item values of a group in memory, sized by it).
+pub const MAX_GROUP_SIZE: usize = 1024;
+
+/// A kernel launch's geometry (DESIGN §2, kernel mode): work-groups per axis and work-items
+/// per work-group per axis, x first (CUDA's `gridDim`/`blockDim`, OpenCL's global size
+/// divided by the local size). Missing axes are 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelGrid {
+    /// Work-groups on the x, y and z axes.
+    pub groups: [u32; 3],
+    /// Work-items per work-group on the x, y and z axes.
+    pub block: [u32; 3],
+}
+
+impl KernelGrid {
+    /// A grid of `groups` work-groups of `block` work-items (1 to 3 axes each, x first).
+    /// Errors: an axis of 0, more than 3 axes, more than [`MAX_GROUP_SIZE`] work-items per
+    /// group, or more than 2^31 - 1 groups.
+    pub fn new(groups: &[u32], block: &[u32]) -> Result<KernelGrid, String> {
+        let fill = |xs: &[u32], what: &str| -> Result<[u32; 3], String> {
+            if xs.is_empty() || xs.len() > 3 {
+                return Err(format!("{what} needs 1 to 3 axes, got {}", xs.len()));
+            }
+            if xs.contains(&0) {
+                return Err(format!("{what} {xs:?} has an axis of 0"));
+            }
+            let mut out = [1u32; 3];
+            out[..xs.len()].copy_from_slice(xs);
+            Ok(out)
+        };
+        let g = KernelGrid {
+            groups: fill(groups, "the grid")?,
+            block: fill(block, "the block")?,
+        };
+        if g.group_size() > MAX_GROUP_SIZE {
+            return Err(format!(
+                "a block of {:?} has {} work-items; at most {MAX_GROUP_SIZE} are allowed",
+                block,
+                g.group_size()
+            ));
+        }
+        if g.num_groups() > i32::MAX as usize {
+            return Err(format!(
+                "a grid of {groups:?} has more than 2^31 - 1 work-groups"
+            ));
+        }
+        Ok(g)
+    }
+
+    /// Work-items per work-group.
+    pub fn group_size(&self) -> usize {
+        self.block.iter().map(|&x| x as usize).product()
+    }
+
+    /// Work-groups in the grid.
+    pub fn num_groups(&self) -> usize {
+        self.groups.iter().map(|&x| x as usize).product()
+    }
+}
+
+/// Checks a kernel launch's arguments (one per parameter) against kernel `p`: uniforms
+/// get a value of their type, array and buffer parameters an array of their element type
+/// and rank. Errors name the parameter.
+pub fn check_kernel_args(p: &Program, args: &[ArgDesc]) -> Result<(), RunError> {
+    if p.kind != crate::program::ProgramKind::Kernel {
+        return Err(RunError::Launch {
+            program: p.name.clone(),
+            message: "is a map program: apply it over arrays, not with a grid and block".into(),
+        });
+    }
+    if args.len() != p.params.len() {
+        return Err(RunError::ArgCount {
+            program: p.name.clone(),
+            expected: p.params.len(),
+            got: args.len(),
+        });
+    }
+    for (i, (par, a)) in p.params.iter().zip(args).enumerate() {
+        let ty = p.ty(par.value);
+        let bad = |m: String| RunError::BadInput {
+            program: p.name.clone(),
+            param: p.param_name(i).to_string(),
+            message: m,
+        };
+        match (par.kind.is_array(), a) {
+            (true, ArgDesc::Array { elem, shape }) => {
+                check_array_desc(ty, *elem, shape).map_err(bad)?
+            }
+            (true, ArgDesc::Uniform(_)) => return Err(bad("expects an array".into())),
+            (false, ArgDesc::Uniform(c)) if c.ty == ty => {}
+            (false, ArgDesc::Uniform(c)) => return Err(bad(format!("expects {ty}, got {}", c.ty))),
+            (false, ArgDesc::Array { .. }) => {
+                return Err(bad(format!(
+                    "is uniform: give one {ty} value, not an array"
+                )))
+            }
+        }
+    }
+    Ok(())
 }

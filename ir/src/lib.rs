@@ -23,14 +23,16 @@ pub mod uniform;
 pub mod verify;
 
 pub use diag::{render, Diagnostic, Errors};
+pub use interp::kernel::KernelArg;
 pub use interp::{Arg, HostArray, Input, Interpreter, RunError};
 pub use konst::Const;
+pub use launch::KernelGrid;
 pub use opcode::{Family, OpInfo, Opcode, Rule, Syntax, OP_TABLE};
 pub use parser::{parse_and_verify, parse_module, parse_program};
 pub use printer::{print_module, print_program};
 pub use program::{
-    Imm, Loc, Module, Op, OpData, Output, Param, ParamKind, Program, Region, RegionData, Value,
-    ValueData, ValueDef,
+    Imm, Loc, Module, Op, OpData, Output, Param, ParamKind, Program, ProgramKind, Region,
+    RegionData, Value, ValueData, ValueDef,
 };
 pub use types::{Boundary, ScalarType, Type, TypeKind};
 pub use verify::{verify_module, verify_program};

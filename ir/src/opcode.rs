@@ -46,6 +46,9 @@ pub enum Family {
     Call,
     /// if for while do yield return.
     Control,
+    /// Kernel mode (DESIGN §2): work-item/work-group ids, `shared`, `barrier`, `store`,
+    /// atomics and `clock`; only in `kernel` programs.
+    Kernel,
 }
 
 /// How an op's operands are written in the text format.
@@ -116,6 +119,20 @@ pub enum Rule {
     Call,
     /// Checked by the verifier's region rules.
     Control,
+    /// No operands; result `i32` or `<2|3 x i32>` (kernel ids and sizes).
+    KernelId,
+    /// `shared %n0[, %n1, %n2]`: constant i32 sizes; result the declared array type.
+    Shared,
+    /// No operands, no results.
+    Barrier,
+    /// (array, coordinates, value): no results.
+    Store,
+    /// (array, coordinates, value) -> the old element (integer scalars; `atomic_add` also f32).
+    Atomic,
+    /// (array, coordinates, expected, value) -> the old element (integer scalars).
+    AtomicCas,
+    /// No operands; result `u64`.
+    Clock,
 }
 
 /// One row of the op table.
@@ -189,6 +206,19 @@ opcodes! {
     Extent = "extent", Array, Syntax::Fixed(1), Extent, "An array's size on each axis.";
     Index = "index", Builtin, Syntax::Fixed(0), Launch, "This element's coordinates in the launch.";
     Shape = "shape", Builtin, Syntax::Fixed(0), Launch, "The launch shape.";
+    LocalId = "local_id", Kernel, Syntax::Fixed(0), KernelId, "This work-item's id within its work-group (x fastest), i32 or <2|3 x i32>.";
+    GroupId = "group_id", Kernel, Syntax::Fixed(0), KernelId, "This work-group's id within the grid.";
+    LocalSize = "local_size", Kernel, Syntax::Fixed(0), KernelId, "Work-items per work-group on each axis.";
+    NumGroups = "num_groups", Kernel, Syntax::Fixed(0), KernelId, "Work-groups in the grid on each axis.";
+    Shared = "shared", Kernel, Syntax::Variadic, Shared, "Group-shared array of constant size: %s: array<1 x f32> = shared %n (contents undefined until stored).";
+    Barrier = "barrier", Kernel, Syntax::Fixed(0), Barrier, "Work-group barrier: waits for every work-item of the group; orders memory.";
+    Store = "store", Kernel, Syntax::Fixed(3), Store, "store %a, %coords, %v into a buffer or shared array; out-of-range stores do nothing.";
+    AtomicAdd = "atomic_add", Kernel, Syntax::Fixed(3), Atomic, "Atomic add (ints wrap; f32 rounds); gives the old element (0 out of range, no effect).";
+    AtomicMin = "atomic_min", Kernel, Syntax::Fixed(3), Atomic, "Atomic minimum of an integer element; gives the old element.";
+    AtomicMax = "atomic_max", Kernel, Syntax::Fixed(3), Atomic, "Atomic maximum of an integer element; gives the old element.";
+    AtomicXchg = "atomic_xchg", Kernel, Syntax::Fixed(3), Atomic, "Atomic exchange of an integer element; gives the old element.";
+    AtomicCas = "atomic_cas", Kernel, Syntax::Fixed(4), AtomicCas, "atomic_cas %a, %c, %expected, %v: store %v if the element equals %expected; gives the old element.";
+    Clock = "clock", Kernel, Syntax::Fixed(0), Clock, "A u64 tick count (nondeterministic; never compared by tests).";
     Call = "call", Call, Syntax::Call, Call, "Call a program of the same module: call @p(%a, ...).";
     If = "if", Control, Syntax::Control, Control, "if %c { ... yield } else { ... yield }, with results.";
     For = "for", Control, Syntax::Control, Control, "Counted loop with loop-carried values.";
@@ -217,6 +247,27 @@ impl Opcode {
     /// True for `yield` and `return`.
     pub fn is_terminator(self) -> bool {
         matches!(self, Opcode::Yield | Opcode::Return)
+    }
+
+    /// True for ops with effects beyond their results (`barrier`, `store`, atomics, `clock`):
+    /// never removed, moved or merged by passes.
+    pub fn has_effects(self) -> bool {
+        matches!(
+            self,
+            Opcode::Barrier
+                | Opcode::Store
+                | Opcode::AtomicAdd
+                | Opcode::AtomicMin
+                | Opcode::AtomicMax
+                | Opcode::AtomicXchg
+                | Opcode::AtomicCas
+                | Opcode::Clock
+        )
+    }
+
+    /// True for the ops only kernels may use (the [`Family::Kernel`] family).
+    pub fn is_kernel_only(self) -> bool {
+        self.info().family == Family::Kernel
     }
 
     /// True for ops that own regions.
@@ -248,7 +299,10 @@ pub fn infer(
         }
     }
     for (i, t) in args.iter().enumerate() {
-        let array_ok = matches!(rule, Rule::Read | Rule::Extent) && i == 0;
+        let array_ok = matches!(
+            rule,
+            Rule::Read | Rule::Extent | Rule::Store | Rule::Atomic | Rule::AtomicCas
+        ) && i == 0;
         if t.is_array() && !array_ok {
             return Err(format!(
                 "`{mn}` operand {} is an array ({t}); arrays are only read",
@@ -392,8 +446,97 @@ pub fn infer(
             check_coord_type(mn, to, Some(dims))
         }
         Rule::Launch => check_coord_type(mn, need_declared()?, None),
+        Rule::KernelId => {
+            let t = need_declared()?;
+            match t.lanes() {
+                Some((ScalarType::I32, _)) => Ok(t),
+                _ => Err(format!(
+                    "`{mn}` result must be i32, <2 x i32> or <3 x i32>, got {t}"
+                )),
+            }
+        }
+        Rule::Shared => {
+            let t = need_declared()?;
+            let (dims, _, _) = t
+                .array_parts()
+                .ok_or_else(|| format!("`shared` result must be an array type, got {t}"))?;
+            if args.len() != dims as usize || args.iter().any(|&a| a != Type::i32()) {
+                return Err(format!(
+                    "`shared` of a {dims}-D array takes {dims} i32 size(s), got ({})",
+                    args.iter()
+                        .map(Type::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            Ok(t)
+        }
+        Rule::Clock => Ok(Type::scalar(ScalarType::U64)),
+        Rule::Atomic | Rule::AtomicCas => {
+            let elem = access_elem(op, args)?;
+            let s = elem.elem_scalar();
+            let int = elem.lanes().is_some_and(|(_, n)| n == 1)
+                && matches!(
+                    s,
+                    ScalarType::I32 | ScalarType::U32 | ScalarType::I64 | ScalarType::U64
+                );
+            let f32_add = op == Opcode::AtomicAdd && elem == Type::f32();
+            if !(int || f32_add) {
+                return Err(format!(
+                    "`{mn}` works on i32, u32, i64 or u64 elements{}, got {elem}",
+                    if op == Opcode::AtomicAdd {
+                        " (and f32)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            Ok(elem)
+        }
+        Rule::Store => Err(format!("`{mn}` has no result")),
+        Rule::Barrier => Err(format!("`{mn}` has no result")),
         Rule::Call | Rule::Control => Err(format!("`{mn}` is typed by the verifier")),
     }
+}
+
+/// Checks an op without results (`barrier`, `store`) against its operand types.
+pub fn check_no_result(op: Opcode, args: &[Type]) -> Result<(), String> {
+    let mn = op.mnemonic();
+    match op.info().rule {
+        Rule::Barrier if args.is_empty() => Ok(()),
+        Rule::Barrier => Err(format!("`{mn}` takes no operands")),
+        Rule::Store if args.len() == 3 => access_elem(op, args).map(|_| ()),
+        Rule::Store => Err(format!("`{mn}` takes 3 operands, got {}", args.len())),
+        _ => Err(format!("`{mn}` has one result, got none")),
+    }
+}
+
+/// The element type of a `store` or atomic's array operand, after checking its coordinates
+/// and that every value operand has that type.
+fn access_elem(op: Opcode, args: &[Type]) -> Result<Type, String> {
+    let mn = op.mnemonic();
+    let (dims, elem, _) = args[0]
+        .array_parts()
+        .ok_or_else(|| format!("`{mn}` needs an array, got {}", args[0]))?;
+    match args[1].lanes() {
+        Some((ScalarType::I32 | ScalarType::I64, n)) if n == dims => {}
+        _ => {
+            return Err(format!(
+                "`{mn}` on a {dims}-D array needs {}, got {}",
+                coord_desc(dims),
+                args[1]
+            ))
+        }
+    }
+    for (k, &t) in args[2..].iter().enumerate() {
+        if t != elem {
+            return Err(format!(
+                "`{mn}` operand {} must be the element type {elem}, got {t}",
+                k + 3
+            ));
+        }
+    }
+    Ok(elem)
 }
 
 fn coord_desc(dims: u8) -> String {

@@ -5,7 +5,9 @@ use crate::diag::{Diagnostic, Errors};
 use crate::konst::{parse_lane, Const};
 use crate::lexer::{lex, Tok, TokKind};
 use crate::opcode::{Opcode, Syntax};
-use crate::program::{Imm, Loc, Module, Op, Output, ParamKind, Program, Region, Value, ValueDef};
+use crate::program::{
+    Imm, Loc, Module, Op, Output, ParamKind, Program, ProgramKind, Region, Value, ValueDef,
+};
 use crate::types::{Boundary, ScalarType, Type};
 use std::collections::HashMap;
 
@@ -421,27 +423,48 @@ impl<'a> Parser<'a> {
     // ---- programs ----
 
     fn program(&mut self, ps: &mut ProgState) -> PResult<Program> {
-        let kw = self.keyword("program")?;
+        let kind = if self.is_word("kernel") {
+            ProgramKind::Kernel
+        } else {
+            ProgramKind::Map
+        };
+        let kw = self.keyword(match kind {
+            ProgramKind::Map => "program",
+            ProgramKind::Kernel => "kernel",
+        })?;
         let nt = self.peek();
         if nt.kind != TokKind::ProgName {
             return self.expected("a program name (`@name`)");
         }
         self.pos += 1;
         let mut prog = Program::new(self.text(nt));
+        prog.kind = kind;
         prog.loc = Loc::span(kw.start..nt.end);
         self.punct(b'(')?;
         if !self.is_punct(b')') {
             loop {
                 let uniform = self.is_word("uniform");
-                if uniform {
+                let buffer = self.is_word("buffer");
+                let kw = self.peek();
+                if uniform || buffer {
                     self.pos += 1;
                 }
                 let (t, ty) = self.name_and_type()?;
-                let kind = match (uniform, ty.is_array()) {
-                    (true, true) => return self.err(t, "an array parameter cannot be uniform"),
-                    (true, false) => ParamKind::Uniform,
-                    (false, true) => ParamKind::Array,
-                    (false, false) => ParamKind::Varying,
+                let kind = match (uniform, buffer, ty.is_array()) {
+                    (true, _, true) => return self.err(t, "an array parameter cannot be uniform"),
+                    (_, true, false) => {
+                        return self.err(
+                            t,
+                            format!("a buffer parameter needs an array type, got {ty}"),
+                        )
+                    }
+                    (_, true, true) if kind == ProgramKind::Map => {
+                        return self.err(kw, "only kernels take `buffer` parameters")
+                    }
+                    (_, true, true) => ParamKind::Buffer,
+                    (true, _, false) => ParamKind::Uniform,
+                    (false, _, true) => ParamKind::Array,
+                    (false, _, false) => ParamKind::Varying,
                 };
                 let idx = prog.params.len() as u32;
                 let v = self.define(&mut prog, ps, t, ty, ValueDef::Param(idx))?;
@@ -452,6 +475,17 @@ impl<'a> Parser<'a> {
             }
         }
         self.punct(b')')?;
+        if kind == ProgramKind::Kernel {
+            if self.peek().kind == TokKind::Arrow {
+                return self.err(
+                    self.peek(),
+                    "a kernel has no outputs; it writes `buffer` parameters",
+                );
+            }
+            let body = prog.body;
+            self.block(&mut prog, ps, body, Opcode::Return)?;
+            return Ok(prog);
+        }
         if self.peek().kind != TokKind::Arrow {
             return self.expected("`->` and the output types");
         }

@@ -1,7 +1,7 @@
 //! The text-format printer: canonical `.weft` text for modules and programs.
 
 use crate::opcode::{Opcode, Syntax};
-use crate::program::{Imm, Module, ParamKind, Program, Region, Value, ValueDef};
+use crate::program::{Imm, Module, ParamKind, Program, ProgramKind, Region, Value, ValueDef};
 use std::collections::HashSet;
 use std::fmt::Write;
 
@@ -22,17 +22,26 @@ pub fn print_module(m: &Module) -> String {
 pub fn print_program(p: &Program) -> String {
     let names = Names::new(p);
     let mut out = String::new();
-    let _ = write!(out, "program @{}(", p.name);
+    let kw = match p.kind {
+        ProgramKind::Map => "program",
+        ProgramKind::Kernel => "kernel",
+    };
+    let _ = write!(out, "{kw} @{}(", p.name);
     for (i, par) in p.params.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
         }
-        if par.kind == ParamKind::Uniform {
-            out.push_str("uniform ");
+        match par.kind {
+            ParamKind::Uniform => out.push_str("uniform "),
+            ParamKind::Buffer => out.push_str("buffer "),
+            _ => {}
         }
         let _ = write!(out, "%{}: {}", names.get(p, par.value), p.ty(par.value));
     }
-    out.push_str(") -> (");
+    out.push(')');
+    if p.kind == ProgramKind::Map {
+        out.push_str(" -> (");
+    }
     for (i, o) in p.outputs.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
@@ -42,7 +51,10 @@ pub fn print_program(p: &Program) -> String {
         }
         let _ = write!(out, "{}", o.ty);
     }
-    out.push_str(") {\n");
+    if p.kind == ProgramKind::Map {
+        out.push(')');
+    }
+    out.push_str(" {\n");
     print_region_ops(p, &names, p.body, 1, &mut out);
     out.push_str("}\n");
     out

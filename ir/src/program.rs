@@ -47,6 +47,27 @@ pub enum ParamKind {
     Uniform,
     /// A random-access array read with `read` (type must be an array type).
     Array,
+    /// A kernel's read-write global array (type an array type; text `buffer %a: array<…>`):
+    /// read with `read`, written with `store` and atomics, updated in place by a launch.
+    Buffer,
+}
+
+impl ParamKind {
+    /// True for the kinds whose type is an array type (`Array`, `Buffer`).
+    pub fn is_array(self) -> bool {
+        matches!(self, ParamKind::Array | ParamKind::Buffer)
+    }
+}
+
+/// What a program is (DESIGN §2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ProgramKind {
+    /// A map program: applied once per element of a launch shape, with outputs.
+    #[default]
+    Map,
+    /// A kernel: run by a grid of work-groups of work-items (OpenCL/CUDA), no outputs; it
+    /// writes through `buffer` parameters.
+    Kernel,
 }
 
 /// Where a value is defined.
@@ -158,6 +179,8 @@ impl Loc {
 pub struct Program {
     /// Name without the `@`.
     pub name: String,
+    /// Map program or kernel.
+    pub kind: ProgramKind,
     /// Parameters in order.
     pub params: Vec<Param>,
     /// Outputs in order.
@@ -178,6 +201,7 @@ impl Program {
     pub fn new(name: impl Into<String>) -> Program {
         Program {
             name: name.into(),
+            kind: ProgramKind::Map,
             params: Vec::new(),
             outputs: Vec::new(),
             body: Region(0),

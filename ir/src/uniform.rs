@@ -7,7 +7,9 @@ use crate::program::{Imm, Module, ParamKind, Program, Region, Value};
 /// Per value of `p` (indexed by [`Value::index`]): true if uniform.
 ///
 /// Rules: uniform and array parameters, constants, `shape` and `extent` are uniform; `index`
-/// and varying parameters are not; a pure op or `read` is uniform when all its operands are; a
+/// and varying parameters are not. In kernels, uniform means the same for every work-item of
+/// a work-group: `group_id`, `local_size`, `num_groups` and `shared` are uniform; `local_id`,
+/// atomics, `clock` and reads of buffers or shared arrays are not; a pure op or `read` is uniform when all its operands are; a
 /// call is uniform when its arguments are and the callee (transitively) never reads `index`;
 /// an `if` result is uniform when the condition and both yields are; a loop's carried values
 /// are uniform when the loop's control (bounds/step, or its condition) is uniform and every
@@ -52,6 +54,14 @@ pub fn uses_index(m: &Module, p: &Program) -> bool {
     go(m, p, 0)
 }
 
+/// True if `a` is a read-only array parameter (not a kernel's buffer or shared array).
+fn read_only(p: &Program, a: Value) -> bool {
+    match p.value(a).def {
+        crate::program::ValueDef::Param(i) => p.params[i as usize].kind == ParamKind::Array,
+        _ => false,
+    }
+}
+
 fn all(u: &[bool], vals: &[Value]) -> bool {
     vals.iter().all(|v| u[v.index()])
 }
@@ -70,7 +80,19 @@ fn region(m: &Module, p: &Program, r: Region, u: &mut Vec<bool>) {
         let res_uniform: Vec<bool> = match d.opcode {
             Opcode::Yield | Opcode::Return => continue,
             Opcode::Const | Opcode::Shape | Opcode::Extent => vec![true; d.results.len()],
-            Opcode::Index => vec![false; d.results.len()],
+            Opcode::Index
+            | Opcode::LocalId
+            | Opcode::Clock
+            | Opcode::AtomicAdd
+            | Opcode::AtomicMin
+            | Opcode::AtomicMax
+            | Opcode::AtomicXchg
+            | Opcode::AtomicCas => vec![false; d.results.len()],
+            // A kernel's buffers and shared arrays change as work-items store into them.
+            Opcode::Read => {
+                let ro = d.args.first().is_some_and(|&a| read_only(p, a));
+                vec![ro && all(u, &d.args); d.results.len()]
+            }
             Opcode::Call => {
                 let pure = match &d.imm {
                     Imm::Callee(n) => m.get(n).is_some_and(|c| !uses_index(m, c)),

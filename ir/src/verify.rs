@@ -4,7 +4,9 @@
 use crate::diag::{Diagnostic, Errors};
 use crate::opcode::{infer, Opcode, Rule};
 use crate::printer::value_label;
-use crate::program::{Imm, Loc, Module, Op, ParamKind, Program, Region, Value, ValueDef};
+use crate::program::{
+    Imm, Loc, Module, Op, ParamKind, Program, ProgramKind, Region, Value, ValueDef,
+};
 use crate::types::Type;
 use std::collections::HashMap;
 
@@ -55,10 +57,11 @@ struct V<'a> {
 }
 
 fn verify_into(m: &Module, p: &Program, errs: &mut Vec<Diagnostic>) {
+    let before = errs.len();
     for (i, par) in p.params.iter().enumerate() {
         let ty = p.ty(par.value);
         let ok = match par.kind {
-            ParamKind::Array => ty.is_array(),
+            ParamKind::Array | ParamKind::Buffer => ty.is_array(),
             _ => !ty.is_array(),
         };
         if !ok {
@@ -97,6 +100,243 @@ fn verify_into(m: &Module, p: &Program, errs: &mut Vec<Diagnostic>) {
     }
     let outs: Vec<Type> = p.outputs.iter().map(|o| o.ty).collect();
     v.region(p.body, &outs, Opcode::Return, "program outputs", 0);
+    let clean = v.errs.len() == before;
+    kernel_rules(m, p, clean, v.errs);
+}
+
+/// The rules of kernel mode (DESIGN §2): kernel ops only in kernels; a kernel has no outputs
+/// or varying parameters and never uses `index`/`shape`; `shared` sits at the top of the body
+/// with constant positive sizes; stores and atomics write buffers or shared arrays; calls
+/// reach map programs that do not use `index`/`shape`; and every `barrier` is reached by all
+/// work-items of a group: no enclosing `if` condition, loop bound or loop condition varies
+/// within a group (by [`crate::uniform::uniform_values`]). The first enclosing op whose
+/// control varies is named in the error.
+///
+/// `clean` says the program passed the other rules; only then is the barrier rule checked
+/// (its uniformity analysis needs well-formed ops).
+fn kernel_rules(m: &Module, p: &Program, clean: bool, errs: &mut Vec<Diagnostic>) {
+    let kernel = p.kind == ProgramKind::Kernel;
+    if kernel {
+        if !p.outputs.is_empty() {
+            errs.push(at(p, p.loc, "a kernel has no outputs".into()));
+        }
+        for par in &p.params {
+            if par.kind == ParamKind::Varying {
+                errs.push(at(
+                    p,
+                    p.value_loc(par.value),
+                    format!(
+                        "kernel parameter {} is varying: kernel parameters are uniform, arrays or buffers",
+                        value_label(p, par.value)
+                    ),
+                ));
+            }
+        }
+    } else if let Some(par) = p.params.iter().find(|x| x.kind == ParamKind::Buffer) {
+        errs.push(at(
+            p,
+            p.value_loc(par.value),
+            format!(
+                "only kernels take buffer parameters ({})",
+                value_label(p, par.value)
+            ),
+        ));
+    }
+    let uni = if kernel && clean {
+        Some(crate::uniform::uniform_values(m, p))
+    } else {
+        None
+    };
+    let mut shared_bytes = 0usize;
+    kernel_region(m, p, p.body, uni.as_deref(), None, &mut shared_bytes, errs);
+    if shared_bytes > MAX_SHARED_BYTES {
+        errs.push(at(
+            p,
+            p.loc,
+            format!(
+                "the kernel's shared arrays take {shared_bytes} bytes; at most {MAX_SHARED_BYTES} are allowed"
+            ),
+        ));
+    }
+}
+
+/// The most group-shared memory one kernel may declare, in bytes (CUDA's static limit).
+pub const MAX_SHARED_BYTES: usize = 48 * 1024;
+
+/// Walks region `r` for [`kernel_rules`]; `divergent` is the location of the innermost
+/// enclosing control op whose control varies within a group.
+fn kernel_region(
+    m: &Module,
+    p: &Program,
+    r: Region,
+    uni: Option<&[bool]>,
+    divergent: Option<&'static str>,
+    shared_bytes: &mut usize,
+    errs: &mut Vec<Diagnostic>,
+) {
+    let kernel = p.kind == ProgramKind::Kernel;
+    for &op in &p.region(r).ops {
+        let d = p.op(op);
+        let loc = p.op_loc(op);
+        let mn = d.opcode.mnemonic();
+        if d.opcode.is_kernel_only() && !kernel {
+            errs.push(at(p, loc, format!("`{mn}` is only allowed in kernels")));
+            continue;
+        }
+        match d.opcode {
+            Opcode::Index | Opcode::Shape if kernel => errs.push(at(
+                p,
+                loc,
+                format!("`{mn}` is not allowed in kernels: use local_id, group_id, local_size and num_groups"),
+            )),
+            Opcode::Call if kernel => {
+                if let Imm::Callee(name) = &d.imm {
+                    if let Some(c) = m.get(name) {
+                        if c.kind == ProgramKind::Kernel {
+                            errs.push(at(p, loc, format!("kernel @{name} cannot be called")));
+                        } else if uses_launch(m, c) {
+                            errs.push(at(
+                                p,
+                                loc,
+                                format!("a kernel cannot call @{name}, which uses `index` or `shape`"),
+                            ));
+                        }
+                    }
+                }
+            }
+            Opcode::Call => {
+                if let Imm::Callee(name) = &d.imm {
+                    if m.get(name).is_some_and(|c| c.kind == ProgramKind::Kernel) {
+                        errs.push(at(p, loc, format!("kernel @{name} cannot be called")));
+                    }
+                }
+            }
+            Opcode::Shared => {
+                if r != p.body {
+                    errs.push(at(
+                        p,
+                        loc,
+                        "`shared` must be at the top level of the kernel body".into(),
+                    ));
+                }
+                let mut elems = 1usize;
+                for &a in &d.args {
+                    let size = match p.value(a).def {
+                        ValueDef::Result(o, _) if p.op(o).opcode == Opcode::Const => {
+                            match &p.op(o).imm {
+                                Imm::Const(c) => Some(c.lanes[0] as u32 as i32),
+                                _ => None,
+                            }
+                        }
+                        _ => None,
+                    };
+                    match size {
+                        Some(n) if n > 0 => elems = elems.saturating_mul(n as usize),
+                        Some(n) => errs.push(at(
+                            p,
+                            loc,
+                            format!("`shared` sizes must be positive, got {n}"),
+                        )),
+                        None => errs.push(at(
+                            p,
+                            loc,
+                            format!(
+                                "`shared` sizes must be constants: {} is not defined by `const`",
+                                value_label(p, a)
+                            ),
+                        )),
+                    }
+                }
+                if let Some(&res) = d.results.first() {
+                    if let Some((_, e, _)) = p.ty(res).array_parts() {
+                        let bytes = e.elem_scalar().bytes() * e.lanes().map_or(1, |x| x.1 as usize);
+                        *shared_bytes = shared_bytes.saturating_add(elems.saturating_mul(bytes));
+                    }
+                }
+            }
+            Opcode::Store
+            | Opcode::AtomicAdd
+            | Opcode::AtomicMin
+            | Opcode::AtomicMax
+            | Opcode::AtomicXchg
+            | Opcode::AtomicCas => {
+                let Some(&a) = d.args.first() else {
+                    continue;
+                };
+                let writable = match p.value(a).def {
+                    ValueDef::Param(i) => p.params[i as usize].kind == ParamKind::Buffer,
+                    ValueDef::Result(o, _) => p.op(o).opcode == Opcode::Shared,
+                    _ => false,
+                };
+                if !writable {
+                    errs.push(at(
+                        p,
+                        loc,
+                        format!(
+                            "`{mn}` writes {}, which is read-only: write a `buffer` parameter or a `shared` array",
+                            value_label(p, a)
+                        ),
+                    ));
+                }
+            }
+            Opcode::Barrier => {
+                if let Some(why) = divergent {
+                    errs.push(at(
+                        p,
+                        loc,
+                        format!("`barrier` inside a `{why}` whose control varies within a work-group: every work-item of a group must reach each barrier"),
+                    ));
+                }
+            }
+            _ => {}
+        }
+        if !d.regions.is_empty() {
+            let control_uniform = match uni {
+                None => true,
+                Some(uni) => match d.opcode {
+                    Opcode::If => uni[d.args[0].index()],
+                    Opcode::For => d.args[..3].iter().all(|a| uni[a.index()]),
+                    Opcode::While => yield_uniform(p, d.regions[0], uni),
+                    _ => yield_uniform(p, d.regions[1], uni),
+                },
+            };
+            let inner = if control_uniform {
+                divergent
+            } else {
+                divergent.or(Some(mn))
+            };
+            for &rr in &d.regions {
+                kernel_region(m, p, rr, uni, inner, shared_bytes, errs);
+            }
+        }
+    }
+}
+
+/// True if the value region `r` yields first is uniform.
+fn yield_uniform(p: &Program, r: Region, uni: &[bool]) -> bool {
+    p.region(r)
+        .ops
+        .last()
+        .and_then(|&o| p.op(o).args.first())
+        .is_some_and(|a| uni[a.index()])
+}
+
+/// True if `p` or a program it calls uses `index` or `shape`.
+fn uses_launch(m: &Module, p: &Program) -> bool {
+    fn go(m: &Module, p: &Program, depth: usize) -> bool {
+        let mut found = false;
+        p.walk(&mut |op| {
+            let d = p.op(op);
+            found |= matches!(d.opcode, Opcode::Index | Opcode::Shape);
+            if let Imm::Callee(name) = &d.imm {
+                if let Some(c) = m.get(name) {
+                    found |= depth < 64 && go(m, c, depth + 1);
+                }
+            }
+        });
+        found
+    }
+    go(m, p, 0)
 }
 
 impl V<'_> {
@@ -210,7 +450,7 @@ impl V<'_> {
         let args: Vec<Type> = d.args.iter().map(|&a| p.ty(a)).collect();
         let res: Vec<Type> = d.results.iter().map(|&r| p.ty(r)).collect();
         for (i, t) in res.iter().enumerate() {
-            if t.is_array() {
+            if t.is_array() && d.opcode != Opcode::Shared {
                 self.err(loc, format!("`{mn}` result {i} has array type {t}"));
             }
         }
@@ -218,6 +458,14 @@ impl V<'_> {
         match rule {
             Rule::Control => self.control(op, &args, &res, depth),
             Rule::Call => self.call(op, &args, &res),
+            Rule::Barrier | Rule::Store => {
+                if !res.is_empty() {
+                    self.err(loc, format!("`{mn}` has no result, got {}", res.len()));
+                }
+                if let Err(e) = crate::opcode::check_no_result(d.opcode, &args) {
+                    self.err(loc, e);
+                }
+            }
             _ => {
                 if res.len() != 1 {
                     self.err(loc, format!("`{mn}` has one result, got {}", res.len()));

@@ -127,6 +127,119 @@ impl CpuDevice {
         Ok(k)
     }
 
+    /// The compiled code of kernel `name` of `m` for work-groups of `block` work-items
+    /// (cached per block size).
+    ///
+    /// # Errors
+    /// A compile error; the LLVM host compiler does not take kernels yet.
+    pub fn group_kernel(
+        &self,
+        m: &Module,
+        name: &str,
+        block: [u32; 3],
+    ) -> Result<Arc<HostCode>, RuntimeError> {
+        let key = (
+            weft_ir::launch::fingerprint(m),
+            format!("{name}@{}x{}x{}", block[0], block[1], block[2]),
+        );
+        if let Some(k) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return Ok(k.clone());
+        }
+        let k = Arc::new(match self.compiler {
+            HostCompiler::Cranelift => {
+                HostCode::Cranelift(weft_backend_cranelift::compile_kernel(m, name, block)?)
+            }
+            HostCompiler::Llvm(_) => {
+                return Err(RuntimeError::Llvm(weft_backend_llvm::CompileError::Llvm(
+                    format!("kernel @{name}: kernel mode on the LLVM host backend is not implemented yet; use cranelift"),
+                )))
+            }
+        });
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, k.clone());
+        Ok(k)
+    }
+
+    /// Runs kernel `name` of `m` over `grid` (DESIGN §2 kernel mode), like
+    /// [`weft_ir::Interpreter::run_kernel`]: buffers are updated in place; work-groups run in
+    /// parallel on the rayon pool, the work-items of each the MCUDA way (docs/kernel-mode.md).
+    ///
+    /// # Errors
+    /// Arguments that do not match the kernel's parameters (named), or a compile error.
+    pub fn run_kernel(
+        &self,
+        m: &Module,
+        name: &str,
+        args: &mut [weft_ir::KernelArg],
+        grid: &weft_ir::KernelGrid,
+    ) -> Result<(), RuntimeError> {
+        let p = m
+            .get(name)
+            .ok_or_else(|| RunError::UnknownProgram(name.to_string()))?;
+        let descs: Vec<ArgDesc> = args.iter().map(kernel_arg_desc).collect();
+        weft_ir::launch::check_kernel_args(p, &descs)?;
+        drop(descs);
+        let kernel = self.group_kernel(m, name, grid.block)?;
+        let layout = kernel.layout();
+        let mut ctx = vec![0u64; layout.words];
+        let mut planes: Vec<Vec<Plane>> = Vec::new();
+        for (i, a) in args.iter().enumerate() {
+            let w = layout.params[i];
+            let mut ps = Vec::new();
+            match a {
+                weft_ir::KernelArg::Value(c) => {
+                    for (l, word) in uniform_words(c).enumerate() {
+                        ctx[w + l] = word;
+                    }
+                }
+                weft_ir::KernelArg::Array(_) | weft_ir::KernelArg::Buffer(_) => {
+                    let h = a.array().expect("array argument");
+                    for l in 0..lanes(h.elem) {
+                        let mut pl = Plane::from_array(h, l, h.len());
+                        ctx[w + l] = pl.ptr();
+                        ps.push(pl);
+                    }
+                    for (k, &d) in h.shape.iter().enumerate() {
+                        ctx[w + lanes(h.elem) + k] = d as u64;
+                    }
+                }
+            }
+            planes.push(ps);
+        }
+        ctx[layout.launch] = 3;
+        for k in 0..3 {
+            ctx[layout.launch + 1 + k] = grid.groups[k] as u64;
+        }
+        let ctx = Ctx(ctx);
+        let n = grid.num_groups();
+        // SAFETY: the context follows the kernel's layout and every plane it names lives
+        // until the end of this function; work-groups write buffers only through in-range
+        // stores and atomics.
+        let entry = unsafe { kernel.entry() };
+        let run = |lo: usize, hi: usize| unsafe { entry(ctx.0.as_ptr(), lo as i64, hi as i64) };
+        let threads = rayon::current_num_threads().max(1);
+        let chunk = n.div_ceil(threads * 4).max(1);
+        let ranges: Vec<(usize, usize)> = (0..n.div_ceil(chunk))
+            .map(|c| (c * chunk, ((c + 1) * chunk).min(n)))
+            .collect();
+        ranges.par_iter().for_each(|&(lo, hi)| run(lo, hi));
+        for (a, ps) in args.iter_mut().zip(&planes) {
+            if let weft_ir::KernelArg::Buffer(h) = a {
+                let views: Vec<&[u8]> = ps.iter().map(|p| p.0.as_slice()).collect();
+                let n = h.len();
+                **h = read_output(h.elem, &h.shape, n, &views);
+            }
+        }
+        Ok(())
+    }
+
     /// Number of kernels in the cache.
     pub fn cached(&self) -> usize {
         self.cache.lock().unwrap_or_else(|e| e.into_inner()).len()
@@ -316,6 +429,21 @@ impl CpuDevice {
             n,
             _args: std::marker::PhantomData,
         })
+    }
+}
+
+/// The description of a kernel argument that [`weft_ir::launch::check_kernel_args`] checks.
+pub(crate) fn kernel_arg_desc<'x>(a: &'x weft_ir::KernelArg) -> ArgDesc<'x> {
+    match a {
+        weft_ir::KernelArg::Value(c) => ArgDesc::Uniform(*c),
+        weft_ir::KernelArg::Array(h) => ArgDesc::Array {
+            elem: h.elem,
+            shape: &h.shape,
+        },
+        weft_ir::KernelArg::Buffer(h) => ArgDesc::Array {
+            elem: h.elem,
+            shape: &h.shape,
+        },
     }
 }
 

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 use weft_ir::abi::{lanes, Layout};
-use weft_ir::interp::{HostArray, Input};
+use weft_ir::interp::{HostArray, Input, RunError};
 use weft_ir::launch::{plan_program_launch, plan_program_launch_desc, ArgDesc};
 use weft_ir::{Const, Module, ParamKind, Type};
 
@@ -723,6 +723,123 @@ impl CudaDevice {
             blocks_per_sm,
         });
         Ok(lock(&i.kernels).entry(key).or_insert(k).clone())
+    }
+
+    /// Runs kernel `name` of `m` (DESIGN §2, kernel mode) over `grid` on the GPU, like
+    /// [`weft_ir::Interpreter::run_kernel`]: every argument array is uploaded, the kernel is
+    /// launched with `grid.groups` blocks of `grid.block` threads, and buffers are read back
+    /// in place. Results equal the interpreter's for race-free kernels.
+    ///
+    /// # Errors
+    /// Arguments that do not match the kernel's parameters (named); a block larger than the
+    /// compiled kernel allows; [`RuntimeError::Llvm`] or [`RuntimeError::Cuda`] as for
+    /// [`CudaDevice::launch`].
+    pub fn run_kernel(
+        &self,
+        m: &Module,
+        name: &str,
+        args: &mut [weft_ir::KernelArg],
+        grid: &weft_ir::KernelGrid,
+    ) -> Result<(), RuntimeError> {
+        let p = m
+            .get(name)
+            .ok_or_else(|| RunError::UnknownProgram(name.to_string()))?;
+        let descs: Vec<weft_ir::launch::ArgDesc> =
+            args.iter().map(crate::cpu::kernel_arg_desc).collect();
+        weft_ir::launch::check_kernel_args(p, &descs)?;
+        drop(descs);
+        let kernel = self.kernel_with(m, name, self.config().fast_math)?;
+        if grid.group_size() > kernel.max_block as usize {
+            return Err(RunError::Launch {
+                program: name.to_string(),
+                message: format!(
+                    "a block of {} threads exceeds the compiled kernel's limit of {}",
+                    grid.group_size(),
+                    kernel.max_block
+                ),
+            }
+            .into());
+        }
+        let i = &self.inner;
+        let layout = &kernel.layout;
+        let mut words = vec![0u64; layout.words];
+        let mut bufs: Vec<Option<DeviceBuffer>> = Vec::new();
+        guard("cuMemcpyHtoDAsync", || {
+            i.bind()?;
+            for (k, a) in args.iter().enumerate() {
+                let w = layout.params[k];
+                match a {
+                    weft_ir::KernelArg::Value(c) => {
+                        for (l, word) in uniform_words(c).enumerate() {
+                            words[w + l] = word;
+                        }
+                        bufs.push(None);
+                    }
+                    weft_ir::KernelArg::Array(_) | weft_ir::KernelArg::Buffer(_) => {
+                        let h = a.array().expect("array argument");
+                        let (s, nl) = scalar_lanes(h.elem);
+                        let pb = plane_bytes(s, h.len());
+                        let mut bytes = vec![0u8; pb * nl];
+                        for (l, dst) in bytes.chunks_exact_mut(pb).enumerate() {
+                            fill_plane(dst, h, l);
+                        }
+                        let b = i.upload(&bytes)?;
+                        for l in 0..nl {
+                            words[w + l] = b.ptr + (l * pb) as u64;
+                        }
+                        for (x, &d) in h.shape.iter().enumerate() {
+                            words[w + nl + x] = d as u64;
+                        }
+                        bufs.push(Some(b));
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        words[layout.launch] = 3;
+        for k in 0..3 {
+            words[layout.launch + 1 + k] = grid.groups[k] as u64;
+        }
+        guard("cuLaunchKernel", || {
+            let mut begin: i64 = 0;
+            let mut end: i64 = 0;
+            let mut params: Vec<*mut c_void> = words
+                .iter_mut()
+                .map(|w| (w as *mut u64).cast::<c_void>())
+                .collect();
+            params.push((&mut begin as *mut i64).cast());
+            params.push((&mut end as *mut i64).cast());
+            let [gx, gy, gz] = grid.groups;
+            let [bx, by, bz] = grid.block;
+            // SAFETY: the kernel takes `layout.words` u64 values then two i64 (the PTX ABI);
+            // every plane pointer addresses a live buffer (held in `bufs`) of its array's
+            // elements; stores and atomics are bounds-checked in the kernel.
+            unsafe {
+                result::launch_kernel(
+                    kernel.module.func,
+                    (gx, gy, gz),
+                    (bx, by, bz),
+                    0,
+                    i.stream.cu_stream(),
+                    &mut params,
+                )
+            }
+            .map_err(|e| drv("cuLaunchKernel", e))?;
+            i.sync()
+        })?;
+        guard("cuMemcpyDtoHAsync", || {
+            for (a, b) in args.iter_mut().zip(&bufs) {
+                if let (weft_ir::KernelArg::Buffer(h), Some(b)) = (a, b) {
+                    let bytes = i.download(b)?;
+                    let (s, _) = scalar_lanes(h.elem);
+                    let n = h.len();
+                    let planes: Vec<&[u8]> = bytes.chunks_exact(plane_bytes(s, n)).collect();
+                    **h = read_output(h.elem, &h.shape, n, &planes);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(())
     }
 
     /// Applies program `name` over arrays (DESIGN §5) like

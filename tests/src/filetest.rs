@@ -41,7 +41,7 @@ use weft_ir::algebra::{self, AlgebraError};
 use weft_ir::interp::{Arg, Input, Interpreter};
 use weft_ir::konst::parse_lane;
 use weft_ir::lexer::{lex, Tok, TokKind};
-use weft_ir::{Const, HostArray, Loc, Module, ParamKind, Program, Type};
+use weft_ir::{Const, HostArray, KernelArg, Loc, Module, ParamKind, Program, ProgramKind, Type};
 
 /// What one file's checks did.
 #[derive(Debug, Default, Clone)]
@@ -682,6 +682,9 @@ fn run_line(m: &Module, spec: &str, backends: bool) -> Result<RunResult, String>
     let pname = &spec[t.start + 1..t.end];
     let p: &Program = m.get(pname).ok_or_else(|| format!("no program @{pname}"))?;
     c.expect(b'(')?;
+    if p.kind == ProgramKind::Kernel {
+        return kernel_line(m, p, c, spec, backends);
+    }
     let mut elems: Vec<Arg> = Vec::new();
     let mut apply: Vec<Option<Input>> = Vec::new();
     let mut is_apply = false;
@@ -837,6 +840,157 @@ fn run_line(m: &Module, spec: &str, backends: bool) -> Result<RunResult, String>
     })
 }
 
+/// `@k(ARGS) grid [G..] block [B..] == BUFFERS` or `... fails "TEXT"` for a kernel: the
+/// arguments are values for uniform parameters and array literals for array and buffer
+/// parameters; the results are the buffer parameters' contents after the launch, in order.
+fn kernel_line(
+    m: &Module,
+    p: &Program,
+    mut c: Cur,
+    spec: &str,
+    backends: bool,
+) -> Result<RunResult, String> {
+    let mut args: Vec<KernelArgSpec> = Vec::new();
+    for (i, par) in p.params.iter().enumerate() {
+        if i > 0 {
+            c.expect(b',')?;
+        }
+        let ty = p.ty(par.value);
+        args.push(match ty.array_parts() {
+            Some((_, elem, _)) => {
+                let (shape, data) = c.array(elem, 1)?;
+                let a = HostArray { elem, shape, data };
+                if par.kind == ParamKind::Buffer {
+                    KernelArgSpec::Buffer(a)
+                } else {
+                    KernelArgSpec::Array(a)
+                }
+            }
+            None => KernelArgSpec::Value(c.value(ty)?),
+        });
+    }
+    c.expect(b')')?;
+    let mut axes = |c: &mut Cur, what: &str| -> Result<Vec<u32>, String> {
+        let t = c.peek();
+        if t.kind != TokKind::Word || c.text(t) != what {
+            return Err(format!("a kernel run line needs `{what} [N, ...]`"));
+        }
+        c.pos += 1;
+        c.expect(b'[')?;
+        let mut s = Vec::new();
+        while !c.is(b']') {
+            if !s.is_empty() {
+                c.expect(b',')?;
+            }
+            let t = c.peek();
+            c.pos += 1;
+            s.push(
+                c.text(t)
+                    .parse::<u32>()
+                    .map_err(|_| format!("bad {what} size"))?,
+            );
+        }
+        c.pos += 1;
+        Ok(s)
+    };
+    let groups = axes(&mut c, "grid")?;
+    let block = axes(&mut c, "block")?;
+    let grid = weft_ir::KernelGrid::new(&groups, &block)?;
+    let call_end = c.peek().start;
+    let call = spec[..call_end].trim_end().to_string();
+    let rest = spec[c.peek().start..].trim();
+    let fails = rest
+        .strip_prefix("fails")
+        .map(|m| m.trim().trim_matches('"').to_string());
+    let buffers: Vec<usize> = p
+        .params
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| x.kind == ParamKind::Buffer)
+        .map(|(i, _)| i)
+        .collect();
+    let run = |b: Backend| b.run_kernel(m, &p.name, &args, &grid);
+    let interp_got = run(Backend::Interp);
+    let show = |got: &Result<Vec<HostArray>, String>| match got {
+        Ok(a) => format!(
+            "== {}",
+            a.iter().map(fmt_array).collect::<Vec<_>>().join(", ")
+        ),
+        Err(e) => format!("fails \"{e}\""),
+    };
+    if let Some(want) = fails {
+        return Ok(RunResult {
+            call,
+            expected: format!("fails \"{want}\""),
+            ok: matches!(&interp_got, Err(e) if e.contains(&want)),
+            actual: show(&interp_got),
+            backend_failures: Vec::new(),
+        });
+    }
+    c.expect(b'=')?;
+    c.expect(b'=')?;
+    let mut expected: Vec<(Vec<usize>, Vec<u64>)> = Vec::new();
+    for (k, &i) in buffers.iter().enumerate() {
+        if k > 0 {
+            c.expect(b',')?;
+        }
+        let elem = p.ty(p.params[i].value).array_parts().expect("buffer").1;
+        expected.push(c.array(elem, 1)?);
+    }
+    if c.peek().kind != TokKind::Eof {
+        return Err(format!(
+            "unexpected `{}` after the results",
+            &spec[c.peek().start..]
+        ));
+    }
+    let matches = |got: &Result<Vec<HostArray>, String>| match got {
+        Ok(a) => a
+            .iter()
+            .zip(&expected)
+            .all(|(a, (shape, lanes))| &a.shape == shape && same_bits(a.elem, &a.data, lanes)),
+        Err(_) => false,
+    };
+    let ok = matches(&interp_got);
+    let mut backend_failures = Vec::new();
+    for backend in active_backends().into_iter().filter(|_| backends) {
+        let got = run(backend);
+        if !matches(&got) {
+            backend_failures.push(format!("{}: got {}", backend.name(), show(&got)));
+        }
+    }
+    let expected = spec[spec.find("==").unwrap_or(0)..].trim().to_string();
+    Ok(RunResult {
+        call,
+        expected,
+        actual: show(&interp_got),
+        ok,
+        backend_failures,
+    })
+}
+
+/// A kernel run line's argument for one parameter.
+#[derive(Clone, Debug)]
+pub enum KernelArgSpec {
+    /// A uniform value.
+    Value(Const),
+    /// A read-only array.
+    Array(HostArray),
+    /// A buffer's contents before the launch.
+    Buffer(HostArray),
+}
+
+/// Runs kernel `name` of `m` over `grid` on `backend`, with fresh copies of the buffers
+/// in `args`; returns the buffers' contents afterwards, in parameter order.
+pub fn run_kernel_on(
+    backend: Backend,
+    m: &Module,
+    name: &str,
+    args: &[KernelArgSpec],
+    grid: &weft_ir::KernelGrid,
+) -> Result<Vec<HostArray>, String> {
+    backend.run_kernel(m, name, args, grid)
+}
+
 /// What a run produced: one element's outputs, or whole output arrays.
 enum Got {
     Element(Vec<Const>),
@@ -956,6 +1110,43 @@ impl Backend {
             Backend::Llvm => "llvm",
             Backend::Cuda => "cuda",
         }
+    }
+
+    fn run_kernel(
+        self,
+        m: &Module,
+        name: &str,
+        args: &[KernelArgSpec],
+        grid: &weft_ir::KernelGrid,
+    ) -> Result<Vec<HostArray>, String> {
+        let mut owned: Vec<KernelArgSpec> = args.to_vec();
+        let mut ka: Vec<KernelArg> = owned
+            .iter_mut()
+            .map(|a| match a {
+                KernelArgSpec::Value(c) => KernelArg::Value(*c),
+                KernelArgSpec::Array(h) => KernelArg::Array(h),
+                KernelArgSpec::Buffer(h) => KernelArg::Buffer(h),
+            })
+            .collect();
+        match self {
+            Backend::Interp => Interpreter::new(m)
+                .run_kernel(name, &mut ka, grid)
+                .map_err(|e| e.to_string())?,
+            Backend::Cuda => cuda_device()?
+                .run_kernel(m, name, &mut ka, grid)
+                .map_err(|e| e.to_string())?,
+            _ => cpu(self)
+                .run_kernel(m, name, &mut ka, grid)
+                .map_err(|e| e.to_string())?,
+        }
+        drop(ka);
+        Ok(owned
+            .into_iter()
+            .filter_map(|a| match a {
+                KernelArgSpec::Buffer(h) => Some(h),
+                _ => None,
+            })
+            .collect())
     }
 
     #[allow(clippy::too_many_arguments)]

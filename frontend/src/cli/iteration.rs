@@ -48,7 +48,9 @@ impl Plan {
             let par = p.params[ii];
             let in_ty = p.ty(par.value);
             let elem = match par.kind {
-                ParamKind::Array => in_ty.array_parts().map_or(in_ty, |(_, e, _)| e),
+                ParamKind::Array | ParamKind::Buffer => {
+                    in_ty.array_parts().map_or(in_ty, |(_, e, _)| e)
+                }
                 ParamKind::Varying => in_ty,
                 ParamKind::Uniform => {
                     return Err(format!(

@@ -39,7 +39,7 @@ fn add_param(
     Ok(match kind {
         ParamKind::Varying => b.varying(&name, ty),
         ParamKind::Uniform => b.uniform(&name, ty),
-        ParamKind::Array => b.array(&name, ty),
+        ParamKind::Array | ParamKind::Buffer => b.array(&name, ty),
     })
 }
 

@@ -1,6 +1,7 @@
 //! The reference interpreter: runs verified programs on single elements or over whole
 //! arrays (the apply semantics of DESIGN §5), exactly per DESIGN §3, with fuel.
 
+pub mod kernel;
 pub mod scalar;
 
 use crate::konst::{canon, lane_i64, Const};
@@ -157,6 +158,8 @@ pub(crate) type Lanes = [u64; 4];
 struct Frame<'a> {
     vals: Vec<Lanes>,
     arrays: Vec<Option<&'a HostArray>>,
+    /// A kernel's buffers and shared arrays.
+    mems: Vec<Option<&'a kernel::Mem>>,
 }
 
 struct Ctx<'a> {
@@ -165,6 +168,10 @@ struct Ctx<'a> {
     shape: &'a [i64],
     out_of_fuel: bool,
     launch_error: Option<String>,
+    /// The work-item a kernel runs as.
+    item: Option<&'a kernel::WorkItem<'a>>,
+    /// Stopped because another work-item of the group failed.
+    aborted: bool,
 }
 
 impl<'m> Interpreter<'m> {
@@ -206,6 +213,12 @@ impl<'m> Interpreter<'m> {
         shape: &[i64],
     ) -> Result<Vec<Const>, RunError> {
         let p = self.program(program)?;
+        if p.kind == crate::program::ProgramKind::Kernel {
+            return Err(RunError::Launch {
+                program: p.name.clone(),
+                message: "is a kernel: run it with a grid and block".into(),
+            });
+        }
         if args.len() != p.params.len() {
             return Err(RunError::ArgCount {
                 program: p.name.clone(),
@@ -348,6 +361,8 @@ impl<'m> Interpreter<'m> {
             shape,
             out_of_fuel: false,
             launch_error: None,
+            item: None,
+            aborted: false,
         };
         let outs = self.exec_region(p, frame, &mut ctx, p.body);
         if let Some(message) = ctx.launch_error.take() {
@@ -492,8 +507,9 @@ impl<'m> Interpreter<'m> {
                 let callee = self.module.get(name)?;
                 let mut cf = Frame::new(callee);
                 for (par, &a) in callee.params.iter().zip(&d.args) {
-                    if par.kind == ParamKind::Array {
+                    if par.kind.is_array() {
                         cf.arrays[par.value.index()] = f.arrays[a.index()];
+                        cf.mems[par.value.index()] = f.mems[a.index()];
                     } else {
                         cf.vals[par.value.index()] = f.vals[a.index()];
                     }
@@ -544,11 +560,25 @@ impl<'m> Interpreter<'m> {
                 single(l)
             }
             Opcode::Read => {
-                let a = f.arrays[d.args[0].index()]?;
                 let (_, elem, boundary) = aty(0).array_parts()?;
                 let cs = aty(1).elem_scalar();
                 let c = arg(1);
+                if let Some(mem) = f.mems[d.args[0].index()] {
+                    return single(mem.read(boundary, cs, &c));
+                }
+                let a = f.arrays[d.args[0].index()]?;
                 single(read(a, elem, boundary, cs, &c))
+            }
+            o if o.is_kernel_only() => {
+                let item = ctx.item?;
+                let r = kernel::exec(item, d, &|i| arg(i), &|i| aty(i), rty, &|v| {
+                    f.mems[v.index()]
+                });
+                if r.stop {
+                    ctx.out_of_fuel = true;
+                    ctx.aborted = true;
+                }
+                r.value.map(|l| vec![l])
             }
             _ => {
                 let t = rty?;
@@ -724,6 +754,7 @@ impl<'a> Frame<'a> {
         Frame {
             vals: vec![[0; 4]; p.num_values()],
             arrays: vec![None; p.num_values()],
+            mems: vec![None; p.num_values()],
         }
     }
 }
@@ -758,29 +789,46 @@ pub(crate) fn read(
     coords: &Lanes,
 ) -> Lanes {
     let l = lanes_of(elem);
+    match linear(&a.shape, boundary, cs, coords) {
+        Ok(lin) => {
+            let mut out = [0u64; 4];
+            out[..l].copy_from_slice(&a.data[lin * l..(lin + 1) * l]);
+            out
+        }
+        Err(k) => k,
+    }
+}
+
+/// The row-major element number that `coords` reads in an array of `shape` under
+/// `boundary`, or the lanes the read gives without touching memory (a constant boundary's
+/// value, or zero for an empty array).
+pub(crate) fn linear(
+    shape: &[usize],
+    boundary: Boundary,
+    cs: ScalarType,
+    coords: &Lanes,
+) -> Result<usize, Lanes> {
     let mut lin = 0usize;
-    for (ax, &n) in a.shape.iter().enumerate() {
+    for (ax, &n) in shape.iter().enumerate() {
         let c = lane_i64(cs, coords[ax]);
         let n = n as i64;
         let c = match boundary {
             _ if n == 0 => {
-                return match boundary {
+                return Err(match boundary {
                     Boundary::Constant(k) => k,
                     _ => [0; 4],
-                }
+                })
             }
             Boundary::Clamp => c.clamp(0, n - 1),
             Boundary::Repeat => c.rem_euclid(n),
             Boundary::Constant(k) => {
                 if c < 0 || c >= n {
-                    return k;
+                    return Err(k);
                 }
                 c
             }
         };
         lin = lin * n as usize + c as usize;
     }
-    let mut out = [0u64; 4];
-    out[..l].copy_from_slice(&a.data[lin * l..(lin + 1) * l]);
-    out
+    Ok(lin)
 }

@@ -22,6 +22,10 @@ type Key = (Opcode, Vec<Value>, Imm, Vec<Type>);
 
 /// Removes the redundant ops of `p`.
 pub fn cse_program(p: &mut Program) {
+    // Kernels have effects (stores, atomics, barriers) this pass does not model.
+    if p.kind == crate::program::ProgramKind::Kernel {
+        return;
+    }
     let mut map = ValueMap::new();
     let mut scopes = vec![HashMap::new()];
     region(p, p.body, &mut scopes, &mut map);

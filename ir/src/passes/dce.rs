@@ -88,6 +88,10 @@ impl Live {
 /// Removes the dead ops, loop-carried values and `if` results of `p`. The program's
 /// parameters and outputs do not change.
 pub fn dce_program(p: &mut Program) {
+    // Kernels have effects (stores, atomics, barriers) this pass does not model.
+    if p.kind == crate::program::ProgramKind::Kernel {
+        return;
+    }
     let mut live = Live {
         values: vec![false; p.num_values()],
         ops: HashSet::new(),

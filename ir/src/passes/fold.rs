@@ -49,6 +49,10 @@ pub fn fold_module(m: &mut Module) {
 /// Folds constants in `p` (in place), using `known` facts. Parameters and outputs do not
 /// change; dead ops are left for DCE.
 pub fn fold_program(p: &mut Program, known: &Known) {
+    // Kernels have effects (stores, atomics, barriers) this pass does not model.
+    if p.kind == crate::program::ProgramKind::Kernel {
+        return;
+    }
     let mut f = Folder {
         known,
         consts: HashMap::new(),

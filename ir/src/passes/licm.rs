@@ -17,6 +17,10 @@ pub fn licm_module(m: &mut Module) {
 
 /// Hoists the loop-invariant ops of `p`.
 pub fn licm_program(p: &mut Program) {
+    // Kernels have effects (stores, atomics, barriers) this pass does not model.
+    if p.kind == crate::program::ProgramKind::Kernel {
+        return;
+    }
     region(p, p.body);
 }
 

@@ -103,6 +103,10 @@ fn liftable(p: &Program, op: Op, ok: &HashSet<Value>) -> bool {
 /// Splits `p` (one with no calls; run `inline` first) into prologue and kernel, or returns
 /// `None` when no non-constant uniform work feeds the per-element part.
 pub fn lift_program(p: &Program) -> Option<Lifted> {
+    // Kernels have effects (stores, atomics, barriers) this pass does not model.
+    if p.kind == crate::program::ProgramKind::Kernel {
+        return None;
+    }
     let body = &p.region(p.body).ops;
     // Values computable in the prologue: uniform parameters, constants, lifted results.
     let mut ok: HashSet<Value> = p

@@ -1,0 +1,240 @@
+//! Kernel mode through LLVM to PTX (DESIGN §2): one work-item per CUDA thread, work-groups as
+//! thread blocks. Ids come from the `%tid`/`%ctaid`/`%ntid`/`%nctaid` special registers,
+//! `barrier` is `bar.sync 0`, `shared` arrays are `addrspace(3)` globals, and stores and
+//! atomics are bounds-checked (an access outside the array does nothing).
+
+use super::{elem_of, storage_ty, ArrayInfo, Flavor, Frame, Lower, LowerError, Lowered, LV};
+use std::fmt::Write as _;
+use weft_ir::abi::{storage_bytes, Layout};
+use weft_ir::{Imm, Opcode, ScalarType};
+
+impl Lower<'_> {
+    /// A special register `%<reg>.<axis>` as i32.
+    fn sreg(&mut self, reg: &str, axis: usize) -> String {
+        let a = ["x", "y", "z"][axis];
+        let name = format!("llvm.nvvm.read.ptx.sreg.{reg}.{a}");
+        self.intrinsic("", &name, "i32", &[])
+    }
+
+    /// The kernel-only ops, one work-item per thread.
+    pub(super) fn kernel_op(
+        &mut self,
+        f: &Frame,
+        op: weft_ir::Op,
+        args: &[LV],
+    ) -> Result<Vec<LV>, LowerError> {
+        let p = f.p;
+        let d = p.op(op);
+        let res_ty = d.results.first().map(|&v| p.ty(v));
+        let ids = |me: &mut Self, reg: &str| -> Vec<LV> {
+            let (_, n) = elem_of(res_ty.expect("typed"));
+            vec![LV::U((0..n).map(|k| me.sreg(reg, k)).collect())]
+        };
+        match d.opcode {
+            Opcode::LocalId => Ok(ids(self, "tid")),
+            Opcode::GroupId => Ok(ids(self, "ctaid")),
+            Opcode::LocalSize => Ok(ids(self, "ntid")),
+            Opcode::NumGroups => Ok(ids(self, "nctaid")),
+            Opcode::Clock => Ok(vec![LV::U(vec![self.intrinsic(
+                "",
+                "llvm.nvvm.read.ptx.sreg.clock64",
+                "i64",
+                &[],
+            )])]),
+            Opcode::Barrier => {
+                self.declare("declare void @llvm.nvvm.barrier0()".into());
+                self.line("call void @llvm.nvvm.barrier0()");
+                Ok(Vec::new())
+            }
+            Opcode::Shared => self.shared(f, op),
+            _ => self.access(f, op, args),
+        }
+    }
+
+    /// A `shared` array: one `addrspace(3)` global per tuple lane.
+    fn shared(&mut self, f: &Frame, op: weft_ir::Op) -> Result<Vec<LV>, LowerError> {
+        let p = f.p;
+        let d = p.op(op);
+        let t = p.ty(d.results[0]);
+        let (_, e, boundary) = t.array_parts().expect("shared array type");
+        let (s, n) = elem_of(e);
+        let dims: Vec<usize> = d
+            .args
+            .iter()
+            .map(|&a| match p.value(a).def {
+                weft_ir::ValueDef::Result(c, _) => match &p.op(c).imm {
+                    Imm::Const(k) => (k.lanes[0] as u32 as i32).max(1) as usize,
+                    _ => 1,
+                },
+                _ => 1,
+            })
+            .collect();
+        let count: usize = dims.iter().product();
+        let st = storage_ty(s);
+        let mut planes = Vec::new();
+        for _ in 0..n {
+            self.tmp += 1;
+            let g = format!("@shared{}", self.tmp);
+            self.declare(format!(
+                "{g} = internal addrspace(3) global [{count} x {st}] undef, align 16"
+            ));
+            planes.push(g);
+        }
+        self.arrays.push(ArrayInfo {
+            planes,
+            dims: dims.iter().map(|x| x.to_string()).collect(),
+            elem: s,
+            boundary,
+            space: "ptr addrspace(3)",
+            writable: true,
+        });
+        Ok(vec![LV::Array(self.arrays.len() - 1)])
+    }
+
+    /// `store` and the atomics: the element's address when every coordinate is in range,
+    /// the access in a branch taken only then; atomics give 0 otherwise.
+    fn access(&mut self, f: &Frame, op: weft_ir::Op, args: &[LV]) -> Result<Vec<LV>, LowerError> {
+        let p = f.p;
+        let d = p.op(op);
+        let LV::Array(ai) = args[0] else {
+            return self.err("store or atomic on a non-array");
+        };
+        let (cs, _) = elem_of(p.ty(d.args[1]));
+        let (s, nl) = elem_of(p.ty(d.args[2]));
+        let (planes, dims, space) = {
+            let a = &self.arrays[ai];
+            (a.planes.clone(), a.dims.clone(), a.space)
+        };
+        let LV::U(coords) = &args[1] else {
+            return self.err("internal: varying coordinates on PTX");
+        };
+        let mut lin = String::from("0");
+        let mut ok = String::from("true");
+        for (k, n) in dims.iter().enumerate() {
+            let c = if cs == ScalarType::I64 {
+                coords[k].clone()
+            } else {
+                self.def(format!("sext i32 {} to i64", coords[k]))
+            };
+            let inb = self.def(format!("icmp ult i64 {c}, {n}"));
+            ok = self.def(format!("and i1 {ok}, {inb}"));
+            let t = self.def(format!("mul i64 {lin}, {n}"));
+            lin = self.def(format!("add i64 {t}, {c}"));
+        }
+        let go = self.label("access");
+        let join = self.label("accessed");
+        let from = self.label("skip");
+        self.condbr(&ok, &go, &from);
+        self.block(&go);
+        let st = storage_ty(s);
+        let lane = |_: &mut Self, lv: &LV, l: usize| -> String {
+            match lv {
+                LV::U(x) => x[l].clone(),
+                _ => String::from("poison"),
+            }
+        };
+        let align = storage_bytes(s);
+        let addr = |me: &mut Self, plane: &str| {
+            me.def(format!(
+                "getelementptr inbounds {st}, {space} {plane}, i64 {lin}"
+            ))
+        };
+        let mut old = None;
+        if d.opcode == Opcode::Store {
+            for (l, plane) in planes.iter().enumerate().take(nl) {
+                let a = addr(self, plane);
+                let v = lane(self, &args[2], l);
+                let v = self.store_conv(s, &v, true);
+                self.line(format!("store {st} {v}, {space} {a}, align {align}"));
+            }
+        } else {
+            let a = addr(self, &planes[0]);
+            // `atomic_cas %a, %c, %expected, %v`: the value stored is the last operand.
+            let v = lane(self, args.last().expect("operands"), 0);
+            let r = match d.opcode {
+                Opcode::AtomicCas => {
+                    let e = lane(self, &args[2], 0);
+                    let pair = self.def(format!(
+                        "cmpxchg {space} {a}, {st} {e}, {st} {v} monotonic monotonic"
+                    ));
+                    self.def(format!("extractvalue {{ {st}, i1 }} {pair}, 0"))
+                }
+                o => {
+                    let signed = s.is_signed_int();
+                    let kind = match o {
+                        Opcode::AtomicAdd if s.is_float() => "fadd",
+                        Opcode::AtomicAdd => "add",
+                        Opcode::AtomicMin if signed => "min",
+                        Opcode::AtomicMin => "umin",
+                        Opcode::AtomicMax if signed => "max",
+                        Opcode::AtomicMax => "umax",
+                        _ => "xchg",
+                    };
+                    self.def(format!("atomicrmw {kind} {space} {a}, {st} {v} monotonic"))
+                }
+            };
+            old = Some(r);
+        }
+        self.br(&join);
+        self.block(&from);
+        self.br(&join);
+        self.block(&join);
+        match old {
+            None => Ok(Vec::new()),
+            Some(r) => {
+                let zero = self.konst(s, 0, true);
+                let v = self.def(format!("phi {st} [ {r}, %{go} ], [ {zero}, %{from} ]"));
+                Ok(vec![LV::U(vec![v])])
+            }
+        }
+    }
+}
+
+/// Finishes the text of a kernel whose parameters are bound: PTX gets the body once per
+/// thread; the host flavour has no kernel mode yet.
+pub(super) fn finish(
+    mut l: Lower,
+    mut f: Frame,
+    flavor: Flavor,
+    fast: bool,
+    header: &str,
+    sym: &str,
+    layout: Layout,
+) -> Result<Lowered, LowerError> {
+    if flavor == Flavor::Host {
+        return l.err(
+            "kernel mode on the LLVM host backend is not implemented yet; use cranelift (CPU) or cuda",
+        );
+    }
+    let p = f.p;
+    l.block("body");
+    l.region(&mut f, p.body, &[], None)?;
+    l.line("ret void");
+    let mut text = String::new();
+    text.push_str(header);
+    let params: Vec<String> = (0..layout.words).map(|i| format!("i64 %w{i}")).collect();
+    let _ = writeln!(
+        text,
+        "define ptx_kernel void @{sym}({}, i64 %begin, i64 %end) #0 {{\nentry:",
+        params.join(", ")
+    );
+    text.push_str(&l.prelude);
+    text.push_str("  br label %body\n");
+    text.push_str(&l.body);
+    text.push_str("}\n");
+    let _ = writeln!(
+        text,
+        "attributes #0 = {{ nounwind convergent{} }}",
+        if fast {
+            " \"no-nans-fp-math\"=\"true\" \"no-infs-fp-math\"=\"true\" \"no-signed-zeros-fp-math\"=\"true\" \"approx-func-fp-math\"=\"true\" \"denormal-fp-math-f32\"=\"preserve-sign\""
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        text,
+        "!nvvm.annotations = !{{!1}}\n!1 = !{{ptr @{sym}, !\"kernel\", i32 1}}"
+    );
+    super::finish_text(&mut l, &mut text);
+    Ok(Lowered { text, layout })
+}
