@@ -75,12 +75,14 @@ pub enum Command {
         /// GPU index for `--backend cuda` (see `weft devices`).
         #[arg(long, default_value_t = 0)]
         device: usize,
-        /// Threads per block for `--backend cuda` (default: chosen by occupancy).
-        #[arg(long)]
-        block: Option<u32>,
-        /// Blocks in the grid for `--backend cuda` (default: enough to fill the device).
-        #[arg(long)]
-        grid: Option<u32>,
+        /// Threads per block for `--backend cuda` (default: chosen by occupancy). For a
+        /// kernel: work-items per work-group, 1 to 3 axes, x first (e.g. `16,16`).
+        #[arg(long, value_delimiter = ',')]
+        block: Option<Vec<u32>>,
+        /// Blocks in the grid for `--backend cuda` (default: enough to fill the device). For
+        /// a kernel: work-groups, 1 to 3 axes, x first (e.g. `64,64`).
+        #[arg(long, value_delimiter = ',')]
+        grid: Option<Vec<u32>>,
         /// Fast-math code for `llvm` and `cuda` (results may differ from the interpreter;
         /// docs/semantics.md).
         #[arg(long)]
@@ -511,9 +513,38 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
                 )
                 .into());
             }
-            if block == Some(0) || grid == Some(0) {
-                return Err("error: --block and --grid must be at least 1".into());
+            let m = load(&file)?;
+            let p = choose_program(&m, program.as_deref(), &file)?;
+            if p.kind == weft_ir::ProgramKind::Kernel {
+                let grid = kernel_grid(p, grid.as_deref(), block.as_deref())?;
+                let k = KernelRun {
+                    backend: &backend,
+                    device,
+                    fast_math,
+                    fuel,
+                };
+                if iterate != 1 || !feed.is_empty() || until.is_some() || shape.is_some() {
+                    return Err(format!(
+                        "error: @{} is a kernel: --iterate, --feed, --until and --shape are for map programs",
+                        p.name
+                    )
+                    .into());
+                }
+                return run_kernel_cli(&m, p, &k, &grid, &inputs, &outputs, &sums, out);
             }
+            let one = |v: Option<Vec<u32>>, flag: &str| -> Result<Option<u32>, CliError> {
+                match v.as_deref() {
+                    None => Ok(None),
+                    Some([0]) => Err(format!("error: --{flag} must be at least 1").into()),
+                    Some([x]) => Ok(Some(*x)),
+                    Some(_) => Err(format!(
+                        "error: --{flag} takes one number for a map program (several axes are for kernels)"
+                    )
+                    .into()),
+                }
+            };
+            let block = one(block, "block")?;
+            let grid = one(grid, "grid")?;
             // The GPU first: a missing driver or device is reported before anything else.
             let cuda = if backend == "cuda" {
                 let mut dev = weft_runtime::CudaDevice::new(device)
@@ -527,8 +558,6 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
             } else {
                 None
             };
-            let m = load(&file)?;
-            let p = choose_program(&m, program.as_deref(), &file)?;
             let mut ins = bind_inputs(p, &inputs)?;
             let plan = iteration::Plan::parse(p, iterate, &feed, until.as_deref())?;
             let sums: Vec<usize> = sums
@@ -591,6 +620,144 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
             Ok(())
         }
     }
+}
+
+/// How `weft run` runs a kernel.
+struct KernelRun<'a> {
+    backend: &'a str,
+    device: usize,
+    fast_math: bool,
+    fuel: u64,
+}
+
+/// The kernel launch `--grid`/`--block` give (both required).
+fn kernel_grid(
+    p: &weft_ir::Program,
+    grid: Option<&[u32]>,
+    block: Option<&[u32]>,
+) -> Result<weft_ir::KernelGrid, CliError> {
+    let (Some(g), Some(b)) = (grid, block) else {
+        return Err(format!(
+            "error: @{} is a kernel: give --grid and --block (work-groups and work-items per group, e.g. --grid 64 --block 256)",
+            p.name
+        )
+        .into());
+    };
+    weft_ir::KernelGrid::new(g, b).map_err(|e| format!("error: --grid/--block: {e}").into())
+}
+
+/// `weft run` of a kernel: binds the inputs (buffers are read from their `--in` files),
+/// launches it once on the backend, then saves or summarises the buffers (by parameter
+/// name).
+#[allow(clippy::too_many_arguments)]
+fn run_kernel_cli(
+    m: &weft_ir::Module,
+    p: &weft_ir::Program,
+    k: &KernelRun,
+    grid: &weft_ir::KernelGrid,
+    inputs: &[String],
+    outputs: &[String],
+    sums: &[String],
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let ins = bind_inputs(p, inputs)?;
+    let mut owned: Vec<Option<HostArray>> = p
+        .params
+        .iter()
+        .zip(&ins)
+        .map(|(par, i)| match (par.kind, i) {
+            (weft_ir::ParamKind::Buffer, Input::Array(a)) => Some((**a).clone()),
+            _ => None,
+        })
+        .collect();
+    let mut args: Vec<weft_ir::KernelArg> = Vec::new();
+    for (i, o) in ins.iter().zip(owned.iter_mut()) {
+        args.push(match (i, o) {
+            (_, Some(h)) => weft_ir::KernelArg::Buffer(h),
+            (Input::Array(a), None) => weft_ir::KernelArg::Array(a),
+            (Input::Uniform(c), None) => weft_ir::KernelArg::Value(*c),
+        });
+    }
+    let start = std::time::Instant::now();
+    let r: Result<(), String> = match k.backend {
+        "cuda" => {
+            let mut dev = weft_runtime::CudaDevice::new(k.device)
+                .map_err(|e| format!("error: backend `cuda`: {e}"))?;
+            dev.set_config(weft_runtime::GpuConfig {
+                block: None,
+                grid: None,
+                fast_math: k.fast_math,
+            });
+            dev.run_kernel(m, &p.name, &mut args, grid)
+                .map_err(|e| e.to_string())
+        }
+        "interp" => {
+            let mut interp = Interpreter::new(m);
+            interp.fuel = k.fuel;
+            interp
+                .run_kernel(&p.name, &mut args, grid)
+                .map_err(|e| e.to_string())
+        }
+        b => {
+            let compiler = if b == "llvm" {
+                weft_runtime::HostCompiler::Llvm(weft_backend_llvm::Options {
+                    fast_math: k.fast_math,
+                })
+            } else {
+                weft_runtime::HostCompiler::Cranelift
+            };
+            weft_runtime::CpuDevice::with_compiler(compiler)
+                .run_kernel(m, &p.name, &mut args, grid)
+                .map_err(|e| e.to_string())
+        }
+    };
+    r.map_err(|e| format!("error: {e}"))?;
+    let secs = start.elapsed().as_secs_f64();
+    drop(args);
+    let buffer = |name: &str, flag: &str| -> Result<usize, CliError> {
+        p.param_index(name)
+            .filter(|&i| p.params[i].kind == weft_ir::ParamKind::Buffer)
+            .ok_or_else(|| {
+                format!(
+                    "error: {flag} {name}: @{} has no buffer parameter `{name}`",
+                    p.name
+                )
+                .into()
+            })
+    };
+    for name in sums {
+        let i = buffer(name, "--sum")?;
+        let a = owned[i].as_ref().expect("buffer");
+        let _ = writeln!(out, "sum({name}) = {}", iteration::sum_f64(a));
+    }
+    for spec in outputs {
+        let (name, path) = split_eq(spec, "--out")?;
+        let i = buffer(name, "--out")?;
+        let a = owned[i].as_ref().expect("buffer");
+        let path = Path::new(path);
+        if path.extension().is_some_and(|e| e == "png") {
+            iteration::write_png(path, a).map_err(|e| format!("error: --out {name}: {e}"))?;
+        } else {
+            npy::write_npy(path, a).map_err(|e| format!("error: {e}"))?;
+        }
+    }
+    if outputs.is_empty() && sums.is_empty() {
+        for (i, a) in owned.iter().enumerate() {
+            if let Some(a) = a {
+                let _ = writeln!(out, "{}", summary(p.param_name(i), a));
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "kernel @{}: grid {:?} × block {:?} on {} in {:.3} ms",
+        p.name,
+        grid.groups,
+        grid.block,
+        k.backend,
+        secs * 1e3
+    );
+    Ok(())
 }
 
 fn read_source(path: &Path) -> Result<(String, String), CliError> {

@@ -1049,7 +1049,7 @@ pub fn compiled_backends() -> Vec<Backend> {
 
 /// [`compiled_backends`] without `cuda` when no CUDA device can be opened (each file then
 /// reports that as one failure instead of one per run line).
-fn active_backends() -> Vec<Backend> {
+pub fn active_backends() -> Vec<Backend> {
     let mut b = compiled_backends();
     if b.contains(&Backend::Cuda) && cuda_device().is_err() {
         b.retain(|&x| x != Backend::Cuda);

@@ -365,11 +365,115 @@ impl Lowerer<'_, '_> {
                 Ok(())
             }
             Opcode::For => self.group_for(f, o, &res_slots, &uni_tys),
-            _ => self.err(format!(
-                "a barrier inside `{}` is not supported by the Cranelift kernel lowering yet; use `for` or `if`",
-                d.opcode.mnemonic()
-            )),
+            _ => self.group_while(f, o, &res_slots, &uni_tys),
         }
+    }
+
+    /// Stores the varying initial values `inits` of a loop into their carried slots, per
+    /// work-item; returns the uniform ones.
+    fn carry_in(
+        &mut self,
+        f: &mut Frame,
+        inits: &[Value],
+        carried: &[Option<Vec<StackSlot>>],
+    ) -> Result<Vec<LV>, LowerError> {
+        let p = f.p;
+        if carried.iter().any(Option::is_some) {
+            self.work_item_loop(&mut |me: &mut Self, _m: &[CV]| {
+                for (&a, sl) in inits.iter().zip(carried) {
+                    if let Some(sl) = sl {
+                        let lv = me.get(f, a)?;
+                        me.spill(p.ty(a), &lv, sl);
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        let mut uinit = Vec::new();
+        for (&a, sl) in inits.iter().zip(carried) {
+            if sl.is_none() {
+                uinit.push(self.get(f, a)?);
+            }
+        }
+        Ok(uinit)
+    }
+
+    /// Binds the arguments `args` of a loop region: varying ones to the carried slots,
+    /// uniform ones to `uniform` in order.
+    fn bind_carried(
+        f: &mut Frame,
+        args: &[Value],
+        carried: &[Option<Vec<StackSlot>>],
+        uniform: &[LV],
+    ) {
+        let mut it = uniform.iter().cloned();
+        for (&a, sl) in args.iter().zip(carried) {
+            let lv = if sl.is_none() { it.next() } else { None };
+            Self::bind(f, a, sl, lv);
+        }
+    }
+
+    /// A `while` or `do` loop with a barrier in a region: its condition is group-uniform;
+    /// uniform carried values are block parameters, varying ones per-work-item slots.
+    fn group_while(
+        &mut self,
+        f: &mut Frame,
+        o: Op,
+        carried: &[Option<Vec<StackSlot>>],
+        uni_tys: &[(Type, bool)],
+    ) -> Result<(), LowerError> {
+        let p = f.p;
+        let d = p.op(o);
+        let uinit = self.carry_in(f, &d.args, carried)?;
+        let (hdr, hv) = self.block_for(uni_tys);
+        let (exit, outs) = self.block_for(uni_tys);
+        self.jump_with(hdr, uni_tys, &uinit)?;
+        self.b.switch_to_block(hdr);
+        let (first, second) = (d.regions[0], d.regions[1]);
+        let cond_of = |me: &mut Self, ys: Vec<Option<LV>>| -> Result<CV, LowerError> {
+            match ys.into_iter().next().flatten() {
+                Some(LV::U(c)) => Ok(c[0]),
+                _ => me.err("internal: a loop with a barrier has a varying condition"),
+            }
+        };
+        let no_outs = [None];
+        if d.opcode == Opcode::While {
+            Self::bind_carried(f, &p.region(first).args, carried, &hv);
+            let ys = self.phased_region(f, first, &no_outs)?;
+            let c = cond_of(self, ys)?;
+            let body = self.b.create_block();
+            let exit_args = Self::block_args(&hv);
+            self.b.ins().brif(c, body, &[], exit, &exit_args);
+            self.b.switch_to_block(body);
+            Self::bind_carried(f, &p.region(second).args, carried, &hv);
+            let ys = self.phased_region(f, second, carried)?;
+            let uy: Vec<LV> = ys.into_iter().flatten().collect();
+            self.jump_with(hdr, uni_tys, &uy)?;
+        } else {
+            Self::bind_carried(f, &p.region(first).args, carried, &hv);
+            let ys = self.phased_region(f, first, carried)?;
+            let uy: Vec<LV> = ys.into_iter().flatten().collect();
+            let uy: Vec<LV> = uy
+                .into_iter()
+                .zip(uni_tys)
+                .map(|(v, &(t, u))| self.fix(t, u, v))
+                .collect::<Result<_, _>>()?;
+            Self::bind_carried(f, &p.region(second).args, carried, &uy);
+            let ys = self.phased_region(f, second, &no_outs)?;
+            let c = cond_of(self, ys)?;
+            let again = self.b.create_block();
+            let exit_args = Self::block_args(&uy);
+            self.b.ins().brif(c, exit, &exit_args, again, &[]);
+            self.b.switch_to_block(again);
+            self.jump_with(hdr, uni_tys, &uy)?;
+        }
+        self.b.switch_to_block(exit);
+        let mut it = outs.into_iter();
+        for (&v, sl) in d.results.iter().zip(carried) {
+            let lv = if sl.is_none() { it.next() } else { None };
+            Self::bind(f, v, sl, lv);
+        }
+        Ok(())
     }
 
     /// A `for` loop with a barrier in its body: a uniform counter, uniform carried values as
@@ -389,25 +493,7 @@ impl Lowerer<'_, '_> {
         let lo = self.uniform_scalar(f, d.args[0])?;
         let hi = self.uniform_scalar(f, d.args[1])?;
         let step = self.uniform_scalar(f, d.args[2])?;
-        // Varying initial values go to the carried slots, per work-item.
-        let inits = &d.args[3..];
-        if carried.iter().any(Option::is_some) {
-            self.work_item_loop(&mut |me: &mut Self, _m: &[CV]| {
-                for (&a, sl) in inits.iter().zip(carried) {
-                    if let Some(sl) = sl {
-                        let lv = me.get(f, a)?;
-                        me.spill(p.ty(a), &lv, sl);
-                    }
-                }
-                Ok(())
-            })?;
-        }
-        let mut uinit = Vec::new();
-        for (&a, sl) in inits.iter().zip(carried) {
-            if sl.is_none() {
-                uinit.push(self.get(f, a)?);
-            }
-        }
+        let uinit = self.carry_in(f, &d.args[3..], carried)?;
         let zero = self.constant(&Const::zero(ity))[0];
         let u = |x: CV| LvLane::U(x);
         let pos = self.lanewise(Opcode::Gt, s, ScalarType::Bool, &[u(step), u(zero)], true)?;
@@ -441,11 +527,7 @@ impl Lowerer<'_, '_> {
         // Region arguments: the counter, then the carried values.
         let rargs = p.region(r).args.clone();
         f.vals[rargs[0].index()] = Some(i.clone());
-        let mut it = ucarried.into_iter();
-        for (&a, sl) in rargs[1..].iter().zip(carried) {
-            let lv = if sl.is_none() { it.next() } else { None };
-            Self::bind(f, a, sl, lv);
-        }
+        Self::bind_carried(f, &rargs[1..], carried, &ucarried);
         let ys = self.phased_region(f, r, carried)?;
         let uy: Vec<LV> = ys.into_iter().flatten().collect();
         let il = super::lane_of(&i, 0);

@@ -14,4 +14,5 @@ mod examples;
 mod filetests;
 mod fuzz;
 mod fuzz_parser;
+mod kernels;
 mod workloads;
