@@ -3,7 +3,7 @@
 # binaries, runs every filetest on the cuda backend and the CUDA integration tests, the
 # differential fuzzer with cuda, builds the nvcc baselines and runs the GPU benchmarks. Output
 # goes to stdout and $OUT (if set). Arguments pick steps (default all): filetests cuda library
-# fuzz bench workloads. FUZZ_CASES (default 20000) sets the fuzz budget.
+# fuzz bench workloads kernels. FUZZ_CASES (default 20000) sets the fuzz budget.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # The binaries were built in /work/main and find filetests and examples there.
@@ -16,7 +16,7 @@ chmod +x /tmp/weft-bin/*
 mkdir -p data/cache && cp .gpu/mache.pqr .gpu/lund_a.mtx .gpu/coins.png data/cache/
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 /tmp/weft-bin/weft devices
-steps=" ${*:-filetests cuda library fuzz bench workloads} "
+steps=" ${*:-filetests cuda library fuzz bench workloads kernels} "
 want() { [[ "$steps" == *" $1 "* ]]; }
 if want filetests; then
 echo "== filetests on cuda"
@@ -41,6 +41,13 @@ echo "== workloads: tests on cuda (full image, class S, lund_a), then the benchm
 nvcc -O3 -arch=sm_90 -o /tmp/weft-bin/workloads_cuda bench/cuda/workloads.cu
 nvcc -O3 -arch=sm_90 --use_fast_math -o /tmp/weft-bin/workloads_cuda_fast bench/cuda/workloads.cu
 /tmp/weft-bin/weft-bench workloads --gpu-only --cuda-bin /tmp/weft-bin --out "$out/performance-workloads-gpu.md" 2>&1 | tail -40
+fi
+if want kernels; then
+echo "== kernel mode on cuda: the kernel filetests and examples against the interpreter, weft run, the benchmark"
+WEFT_FILETEST_BACKENDS=cranelift,cuda /tmp/weft-bin/all filetests::filetests kernels:: --test-threads 1 --nocapture 2>&1 | grep -E 'kernel|agrees|test result|FAILED|panicked|filetests:' | tee "$out/kernels_tests.txt"
+python3 -c 'import numpy as np; np.save("/tmp/x.npy", (np.arange(1<<20) % 7).astype(np.float32)); np.save("/tmp/p.npy", np.zeros(64, np.float32))'
+/tmp/weft-bin/weft run examples/ir/kernels/reduce.weft --backend cuda --grid 64 --block 256 --in x=/tmp/x.npy --in partials=/tmp/p.npy --sum partials 2>&1 | tee -a "$out/kernels_tests.txt"
+/tmp/weft-bin/weft-bench kernels --gpu --out "$out/performance-kernels.md" 2>&1 | tail -12
 fi
 want bench || exit 0
 echo "== baselines"

@@ -16,6 +16,7 @@ use weft_ir::{Const, Type};
 use weft_runtime::{CpuDevice, HostCompiler};
 
 mod algebra;
+mod kernels;
 mod reduce;
 mod workloads;
 
@@ -181,6 +182,10 @@ fn main() {
     }
     if args.get(1).map(String::as_str) == Some("reduce") {
         reduce_main();
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("kernels") {
+        kernels::main(&args[2..]);
         return;
     }
     if args.get(1).map(String::as_str) == Some("workloads") {

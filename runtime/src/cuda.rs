@@ -741,6 +741,38 @@ impl CudaDevice {
         args: &mut [weft_ir::KernelArg],
         grid: &weft_ir::KernelGrid,
     ) -> Result<(), RuntimeError> {
+        let l = self.prepare_kernel(m, name, args, grid)?;
+        let i = &self.inner;
+        let mut l = l;
+        l.run()?;
+        guard("cuMemcpyDtoHAsync", || {
+            for (a, b) in args.iter_mut().zip(&l.bufs) {
+                if let (weft_ir::KernelArg::Buffer(h), Some(b)) = (a, b) {
+                    let bytes = i.download(b)?;
+                    let (s, _) = scalar_lanes(h.elem);
+                    let n = h.len();
+                    let planes: Vec<&[u8]> = bytes.chunks_exact(plane_bytes(s, n)).collect();
+                    **h = read_output(h.elem, &h.shape, n, &planes);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// Prepares a kernel launch: checks the arguments, compiles (or finds) the kernel and
+    /// uploads every array; [`CudaKernelLaunch::run`] and [`CudaKernelLaunch::time_runs`]
+    /// then launch it as often as wanted (benchmarks time exactly that).
+    ///
+    /// # Errors
+    /// As [`CudaDevice::run_kernel`].
+    pub fn prepare_kernel(
+        &self,
+        m: &Module,
+        name: &str,
+        args: &[weft_ir::KernelArg],
+        grid: &weft_ir::KernelGrid,
+    ) -> Result<CudaKernelLaunch, RuntimeError> {
         let p = m
             .get(name)
             .ok_or_else(|| RunError::UnknownProgram(name.to_string()))?;
@@ -800,46 +832,13 @@ impl CudaDevice {
         for k in 0..3 {
             words[layout.launch + 1 + k] = grid.groups[k] as u64;
         }
-        guard("cuLaunchKernel", || {
-            let mut begin: i64 = 0;
-            let mut end: i64 = 0;
-            let mut params: Vec<*mut c_void> = words
-                .iter_mut()
-                .map(|w| (w as *mut u64).cast::<c_void>())
-                .collect();
-            params.push((&mut begin as *mut i64).cast());
-            params.push((&mut end as *mut i64).cast());
-            let [gx, gy, gz] = grid.groups;
-            let [bx, by, bz] = grid.block;
-            // SAFETY: the kernel takes `layout.words` u64 values then two i64 (the PTX ABI);
-            // every plane pointer addresses a live buffer (held in `bufs`) of its array's
-            // elements; stores and atomics are bounds-checked in the kernel.
-            unsafe {
-                result::launch_kernel(
-                    kernel.module.func,
-                    (gx, gy, gz),
-                    (bx, by, bz),
-                    0,
-                    i.stream.cu_stream(),
-                    &mut params,
-                )
-            }
-            .map_err(|e| drv("cuLaunchKernel", e))?;
-            i.sync()
-        })?;
-        guard("cuMemcpyDtoHAsync", || {
-            for (a, b) in args.iter_mut().zip(&bufs) {
-                if let (weft_ir::KernelArg::Buffer(h), Some(b)) = (a, b) {
-                    let bytes = i.download(b)?;
-                    let (s, _) = scalar_lanes(h.elem);
-                    let n = h.len();
-                    let planes: Vec<&[u8]> = bytes.chunks_exact(plane_bytes(s, n)).collect();
-                    **h = read_output(h.elem, &h.shape, n, &planes);
-                }
-            }
-            Ok(())
-        })?;
-        Ok(())
+        Ok(CudaKernelLaunch {
+            dev: self.inner.clone(),
+            kernel,
+            words,
+            bufs,
+            grid: *grid,
+        })
     }
 
     /// Applies program `name` over arrays (DESIGN §5) like
@@ -1343,6 +1342,98 @@ impl CudaLaunch {
         })?;
         self.host = Some(host.clone());
         Ok(host)
+    }
+}
+
+/// A prepared kernel launch (see [`CudaDevice::prepare_kernel`]): the kernel, its context
+/// words and its uploaded arrays.
+pub struct CudaKernelLaunch {
+    dev: Arc<Inner>,
+    kernel: Arc<CudaKernel>,
+    words: Vec<u64>,
+    bufs: Vec<Option<DeviceBuffer>>,
+    grid: weft_ir::KernelGrid,
+}
+
+impl CudaKernelLaunch {
+    /// Queues one launch (no synchronisation).
+    fn enqueue(&self) -> Result<(), CudaError> {
+        let d = &self.dev;
+        d.bind()?;
+        let mut words = self.words.clone();
+        let mut begin: i64 = 0;
+        let mut end: i64 = 0;
+        let mut params: Vec<*mut c_void> = words
+            .iter_mut()
+            .map(|w| (w as *mut u64).cast::<c_void>())
+            .collect();
+        params.push((&mut begin as *mut i64).cast());
+        params.push((&mut end as *mut i64).cast());
+        let [gx, gy, gz] = self.grid.groups;
+        let [bx, by, bz] = self.grid.block;
+        // SAFETY: the kernel takes `layout.words` u64 values then two i64 (the PTX ABI); every
+        // plane pointer addresses a live buffer (held in `self.bufs`) of its array's elements;
+        // stores and atomics are bounds-checked in the kernel.
+        unsafe {
+            result::launch_kernel(
+                self.kernel.module.func,
+                (gx, gy, gz),
+                (bx, by, bz),
+                0,
+                d.stream.cu_stream(),
+                &mut params,
+            )
+        }
+        .map_err(|e| drv("cuLaunchKernel", e))
+    }
+
+    /// Launches the kernel once and waits for it.
+    ///
+    /// # Errors
+    /// `cuLaunchKernel`, or `cuStreamSynchronize` for faults during the kernel.
+    pub fn run(&mut self) -> Result<(), RuntimeError> {
+        guard("cuLaunchKernel", || {
+            self.enqueue()?;
+            self.dev.sync()
+        })?;
+        Ok(())
+    }
+
+    /// Launches the kernel `reps` times back to back; the GPU time between CUDA events
+    /// recorded around them.
+    ///
+    /// # Errors
+    /// As [`CudaKernelLaunch::run`], or the event calls failing.
+    pub fn time_runs(&mut self, reps: u32) -> Result<Duration, RuntimeError> {
+        let d = self.dev.clone();
+        let ms = guard("cuEventRecord", || {
+            let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+            let start = d
+                .ctx
+                .new_event(timing)
+                .map_err(|e| drv("cuEventCreate", e))?;
+            let stop = d
+                .ctx
+                .new_event(timing)
+                .map_err(|e| drv("cuEventCreate", e))?;
+            start
+                .record(&d.stream)
+                .map_err(|e| drv("cuEventRecord", e))?;
+            for _ in 0..reps {
+                self.enqueue()?;
+            }
+            stop.record(&d.stream)
+                .map_err(|e| drv("cuEventRecord", e))?;
+            start
+                .elapsed_ms(&stop)
+                .map_err(|e| drv("cuEventElapsedTime", e))
+        })?;
+        Ok(Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+    }
+
+    /// The kernel launched.
+    pub fn kernel(&self) -> &Arc<CudaKernel> {
+        &self.kernel
     }
 }
 

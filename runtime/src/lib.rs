@@ -12,7 +12,8 @@ pub use buffer::HostBuffer;
 pub use cpu::{BufArg, BufferLaunch, CpuDevice, HostCode, HostCompiler, RuntimeError};
 pub use cuda::{
     cuda_devices, cuda_driver_status, cuda_driver_version, CudaArg, CudaBuffer, CudaBufferLaunch,
-    CudaDevice, CudaError, CudaKernel, CudaLaunch, DeviceInfo, GpuConfig, Transfers,
+    CudaDevice, CudaError, CudaKernel, CudaKernelLaunch, CudaLaunch, DeviceInfo, GpuConfig,
+    Transfers,
 };
 
 /// Backends this build can run programs on. `cuda` is always compiled in; whether a GPU and
