@@ -9,9 +9,7 @@ use weft_ir::interp::{HostArray, Input};
 use weft_ir::{Const, KernelArg, KernelGrid, Module, ScalarType, Type};
 use weft_runtime::{CpuDevice, CudaDevice};
 
-#[path = "../../frontend/examples/mdh.rs"]
-#[allow(dead_code)]
-mod mdh;
+use crate::workloads::mdh;
 
 fn example(file: &str) -> Module {
     let path = crate::root().join(file);

@@ -17,7 +17,7 @@ mod ep;
 #[path = "../../frontend/examples/jacobi.rs"]
 mod jacobi;
 #[path = "../../frontend/examples/mdh.rs"]
-mod mdh;
+pub(crate) mod mdh;
 
 use crate::{fail, median, root};
 use indicatif::{ProgressBar, ProgressStyle};

@@ -268,6 +268,10 @@ pub enum Command {
         /// Print every generated case (module and launch inputs) to stderr.
         #[arg(long)]
         dump: bool,
+        /// Fuzz kernel mode instead: random barrier-safe kernels around generated programs,
+        /// on `cranelift` and `cuda` against the interpreter (`--cases`, default 1000).
+        #[arg(long)]
+        kernels: bool,
     },
 }
 
@@ -385,9 +389,16 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
             threads,
             quiet,
             dump,
-        } => fuzz::fuzz(
-            &backends, seed, first, time, cases, &out_dir, threads, quiet, dump, out,
-        ),
+            kernels,
+        } => {
+            if kernels {
+                fuzz::fuzz_kernels(&backends, seed, first, cases.unwrap_or(1000), &out_dir, out)
+            } else {
+                fuzz::fuzz(
+                    &backends, seed, first, time, cases, &out_dir, threads, quiet, dump, out,
+                )
+            }
+        }
         Command::Specialize {
             file,
             program,

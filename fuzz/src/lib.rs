@@ -7,6 +7,8 @@
 //!   pipelines, program-algebra operations, Cranelift, LLVM, CUDA) and compares bit for bit;
 //! - [`runner`]: the seeded loop behind `weft fuzz` and the CI budget test: generate, check,
 //!   shrink, write filetests, count;
+//! - [`kernel`]: random barrier-safe kernels around generated programs, checked on every
+//!   backend against the interpreter's exact barrier semantics;
 //! - [`fastmath`]: one-op cases run with fast-math, compared within documented bounds;
 //! - [`compare`]: bit equality with any NaN equal to any NaN, and run-line formatting.
 
@@ -14,6 +16,7 @@ pub mod case;
 pub mod compare;
 pub mod fastmath;
 pub mod gen;
+pub mod kernel;
 pub mod oracle;
 pub mod runner;
 

@@ -154,8 +154,16 @@ fn runner_for(seed: u64, index: u64) -> TestRunner {
 /// # Errors
 /// When the generator fails on it (a weft-fuzz bug), with the panic message.
 pub fn case_at(seed: u64, index: u64) -> Result<Case, String> {
+    case_with(seed, index, GenConfig::default())
+}
+
+/// Case `index` of `seed` generated from `cfg` (unshrunk).
+///
+/// # Errors
+/// As [`case_at`].
+pub fn case_with(seed: u64, index: u64, cfg: GenConfig) -> Result<Case, String> {
     let mut runner = runner_for(seed, index);
-    let strategy = case(GenConfig::default());
+    let strategy = case(cfg);
     std::panic::catch_unwind(AssertUnwindSafe(|| strategy.new_tree(&mut runner)))
         .map_err(|_| format!("the generator panicked on case {index}"))?
         .map(|t| t.current())

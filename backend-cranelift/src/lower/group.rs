@@ -34,6 +34,9 @@ pub(super) struct GroupState {
     pub bytes: usize,
 }
 
+/// The body of a work-item loop: emits code for one block of work-items under a mask.
+type SegmentBody<'x, L> = dyn FnMut(&mut L, &[CV]) -> Result<(), LowerError> + 'x;
+
 /// The most stack one group may use for its shared arrays and per-work-item values.
 pub(crate) const MAX_GROUP_STACK: usize = 1 << 20;
 
@@ -121,8 +124,8 @@ impl Lowerer<'_, '_> {
     pub(super) fn reload(&mut self, t: Type, slots: &[StackSlot]) -> LV {
         let (s, _) = elem_of(t);
         let lanes = slots
-            .to_vec()
-            .into_iter()
+            .iter()
+            .copied()
             .map(|sl| {
                 let a = self.slot_addr(sl);
                 self.load_block(s, a)
@@ -143,10 +146,7 @@ impl Lowerer<'_, '_> {
 
     /// Emits a loop over the group's work-items in blocks of [`BLOCK`]; `body` runs once per
     /// block with `self.base` the block's first work-item and the tail mask.
-    fn work_item_loop(
-        &mut self,
-        body: &mut dyn FnMut(&mut Self, &[CV]) -> Result<(), LowerError>,
-    ) -> Result<(), LowerError> {
+    fn work_item_loop(&mut self, body: &mut SegmentBody<'_, Self>) -> Result<(), LowerError> {
         let size = self.g().size as i64;
         let lp = self.b.create_block();
         let wi = self.b.append_block_param(lp, T::I64);
@@ -679,7 +679,7 @@ impl Lowerer<'_, '_> {
             if d.opcode == Opcode::Store {
                 for (l, &plane) in planes.iter().enumerate() {
                     let a = addr_of(self, plane);
-                    let v = self.to_storage(s, vals[l][j]);
+                    let v = self.storage_bits(s, vals[l][j]);
                     self.b.ins().store(mem(), v, a, 0);
                 }
                 continue;
@@ -715,7 +715,7 @@ impl Lowerer<'_, '_> {
     }
 
     /// A uniform-scalar lane as the bits a buffer stores (bool as an i32 0/1).
-    fn to_storage(&mut self, s: ScalarType, v: CV) -> CV {
+    fn storage_bits(&mut self, s: ScalarType, v: CV) -> CV {
         if s == ScalarType::Bool {
             self.b.ins().uextend(T::I32, v)
         } else {

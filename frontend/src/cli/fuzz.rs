@@ -131,3 +131,73 @@ pub fn fuzz(
     }
     Ok(())
 }
+
+/// `weft fuzz --kernels`: random barrier-safe kernels (weft-fuzz's [`weft_fuzz::kernel`]) on
+/// the named backends against the interpreter; mismatches are written to `out_dir` as
+/// `kernel-N.txt`. Exit code 1 when any mismatch was found.
+pub fn fuzz_kernels(
+    backends: &[String],
+    seed: u64,
+    first: u64,
+    cases: u64,
+    out_dir: &Path,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    use weft_ir::{KernelArg, KernelGrid, Module};
+    type RunFn<'a> = &'a weft_fuzz::kernel::RunKernel<'a>;
+    let cpu = weft_runtime::CpuDevice::new();
+    let want_cuda = backends.iter().any(|b| b.trim() == "cuda");
+    let cuda = if want_cuda {
+        Some(weft_runtime::CudaDevice::new(0).map_err(|e| format!("error: backend `cuda`: {e}"))?)
+    } else {
+        None
+    };
+    let on_cpu = |m: &Module, a: &mut [KernelArg], g: &KernelGrid| {
+        cpu.run_kernel(m, "k", a, g).map_err(|e| e.to_string())
+    };
+    let on_cuda = |m: &Module, a: &mut [KernelArg], g: &KernelGrid| match &cuda {
+        Some(d) => d.run_kernel(m, "k", a, g).map_err(|e| e.to_string()),
+        None => Err("no cuda device".into()),
+    };
+    let mut runs: Vec<(&str, RunFn)> = Vec::new();
+    for b in backends {
+        match b.trim() {
+            "cranelift" => runs.push(("cranelift", &on_cpu)),
+            "cuda" => runs.push(("cuda", &on_cuda)),
+            "interp" => {}
+            other => {
+                let _ = writeln!(
+                    out,
+                    "note: --kernels skips `{other}` (kernel mode runs on interp, cranelift and cuda)"
+                );
+            }
+        }
+    }
+    let start = std::time::Instant::now();
+    let s = weft_fuzz::kernel::fuzz_kernels(seed, first, cases, &runs, &|_| {});
+    let names: Vec<&str> = runs.iter().map(|(n, _)| *n).collect();
+    let _ = writeln!(
+        out,
+        "kernel fuzzing, seed {seed}: {} kernels checked on {} against the interpreter, {} discarded, {} mismatches ({:.1} s)",
+        s.checked,
+        names.join(", "),
+        s.discarded,
+        s.mismatches.len(),
+        start.elapsed().as_secs_f64()
+    );
+    if s.mismatches.is_empty() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(out_dir).map_err(|e| format!("error: {}: {e}", out_dir.display()))?;
+    for (i, m) in s.mismatches.iter().enumerate() {
+        let path = out_dir.join(format!("kernel-{i}.txt"));
+        std::fs::write(&path, m).map_err(|e| format!("error: {}: {e}", path.display()))?;
+        let _ = writeln!(
+            out,
+            "  {}: {}",
+            path.display(),
+            m.lines().next().unwrap_or("")
+        );
+    }
+    Err(format!("error: {} kernel mismatch(es)", s.mismatches.len()).into())
+}
