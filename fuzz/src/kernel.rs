@@ -81,7 +81,7 @@ pub fn kernel_case(seed: u64, index: u64) -> Result<Option<KernelCase>, String> 
     )?;
     let m = &case.gen.module;
     let p = case.gen.program();
-    if weft_ir::uniform::uses_index(m, p) || uses_shape(m, p) {
+    if weft_ir::verify::uses_launch(m, p) {
         return Ok(None);
     }
     let mut r = Mix(seed.wrapping_mul(31).wrapping_add(index).wrapping_add(1));
@@ -234,20 +234,6 @@ pub fn kernel_case(seed: u64, index: u64) -> Result<Option<KernelCase>, String> 
     })?;
     let grid = KernelGrid::new(&[groups], &[block])?;
     Ok(Some(KernelCase { module, args, grid }))
-}
-
-fn uses_shape(m: &Module, p: &weft_ir::Program) -> bool {
-    let mut found = false;
-    p.walk(&mut |op| {
-        let d = p.op(op);
-        found |= d.opcode == weft_ir::Opcode::Shape;
-        if let weft_ir::Imm::Callee(name) = &d.imm {
-            if let Some(c) = m.get(name) {
-                found |= uses_shape(m, c);
-            }
-        }
-    });
-    found
 }
 
 /// Runs a case with `run` (one of the devices' `run_kernel`s), on fresh copies of the

@@ -321,8 +321,8 @@ fn yield_uniform(p: &Program, r: Region, uni: &[bool]) -> bool {
         .is_some_and(|a| uni[a.index()])
 }
 
-/// True if `p` or a program it calls uses `index` or `shape`.
-fn uses_launch(m: &Module, p: &Program) -> bool {
+/// True if `p` or a program it calls uses `index` or `shape` (which kernels may not call).
+pub fn uses_launch(m: &Module, p: &Program) -> bool {
     fn go(m: &Module, p: &Program, depth: usize) -> bool {
         let mut found = false;
         p.walk(&mut |op| {

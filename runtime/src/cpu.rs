@@ -107,24 +107,14 @@ impl CpuDevice {
 
     /// The compiled kernel for program `name` of `m`, from the cache or freshly compiled.
     pub fn kernel(&self, m: &Module, name: &str) -> Result<Arc<HostCode>, RuntimeError> {
-        let key = (weft_ir::launch::fingerprint(m), name.to_string());
-        if let Some(k) = self
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-        {
-            return Ok(k.clone());
-        }
-        let k = Arc::new(match self.compiler {
-            HostCompiler::Cranelift => HostCode::Cranelift(compile(m, name)?),
-            HostCompiler::Llvm(o) => HostCode::Llvm(weft_backend_llvm::compile_host(m, name, o)?),
-        });
-        self.cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, k.clone());
-        Ok(k)
+        self.cache_entry(m, name.to_string(), || {
+            Ok(match self.compiler {
+                HostCompiler::Cranelift => HostCode::Cranelift(compile(m, name)?),
+                HostCompiler::Llvm(o) => {
+                    HostCode::Llvm(weft_backend_llvm::compile_host(m, name, o)?)
+                }
+            })
+        })
     }
 
     /// The compiled code of kernel `name` of `m` for work-groups of `block` work-items
@@ -138,32 +128,32 @@ impl CpuDevice {
         name: &str,
         block: [u32; 3],
     ) -> Result<Arc<HostCode>, RuntimeError> {
-        let key = (
-            weft_ir::launch::fingerprint(m),
-            format!("{name}@{}x{}x{}", block[0], block[1], block[2]),
-        );
-        if let Some(k) = self
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-        {
+        let key = format!("{name}@{}x{}x{}", block[0], block[1], block[2]);
+        self.cache_entry(m, key, || match self.compiler {
+            HostCompiler::Cranelift => Ok(HostCode::Cranelift(
+                weft_backend_cranelift::compile_kernel(m, name, block)?,
+            )),
+            HostCompiler::Llvm(_) => Err(RuntimeError::Llvm(weft_backend_llvm::CompileError::Llvm(
+                format!("kernel @{name}: kernel mode on the LLVM host backend is not implemented yet; use cranelift"),
+            ))),
+        })
+    }
+
+    /// The cache entry (structural fingerprint of `m`, `key`), compiled by `compile` when
+    /// missing.
+    fn cache_entry(
+        &self,
+        m: &Module,
+        key: String,
+        compile: impl FnOnce() -> Result<HostCode, RuntimeError>,
+    ) -> Result<Arc<HostCode>, RuntimeError> {
+        let key = (weft_ir::launch::fingerprint(m), key);
+        let cache = || self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = cache().get(&key) {
             return Ok(k.clone());
         }
-        let k = Arc::new(match self.compiler {
-            HostCompiler::Cranelift => {
-                HostCode::Cranelift(weft_backend_cranelift::compile_kernel(m, name, block)?)
-            }
-            HostCompiler::Llvm(_) => {
-                return Err(RuntimeError::Llvm(weft_backend_llvm::CompileError::Llvm(
-                    format!("kernel @{name}: kernel mode on the LLVM host backend is not implemented yet; use cranelift"),
-                )))
-            }
-        });
-        self.cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, k.clone());
+        let k = Arc::new(compile()?);
+        cache().insert(key, k.clone());
         Ok(k)
     }
 
