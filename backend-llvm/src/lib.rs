@@ -176,6 +176,7 @@ fn build<'c>(
     opts: Options,
     tm: &TargetMachine,
     sym: &str,
+    block: [u32; 3],
 ) -> Result<(inkwell::module::Module<'c>, Layout), CompileError> {
     if m.get(name).is_none() {
         return Err(CompileError::UnknownProgram(name.to_string()));
@@ -189,7 +190,7 @@ fn build<'c>(
             .to_string_lossy(),
         tm.get_triple().as_str().to_string_lossy()
     );
-    let lowered = lower::lower(&m, name, flavor, opts.fast_math, &header, sym)?;
+    let lowered = lower::lower(&m, name, flavor, opts.fast_math, &header, sym, block)?;
     if std::env::var_os("WEFT_DUMP_LLVM").is_some() {
         eprintln!("{}", lowered.text);
     }
@@ -257,13 +258,44 @@ fn numbered(text: &str) -> String {
 }
 
 /// Compiles program `name` of the verified module `m` to host code and loads it with ORC.
+/// A kernel is compiled for work-groups of [`EMIT_BLOCK`] work-items; see
+/// [`compile_host_kernel`].
 pub fn compile_host(m: &Module, name: &str, opts: Options) -> Result<HostKernel, CompileError> {
+    compile_host_impl(m, name, opts, EMIT_BLOCK)
+}
+
+/// Compiles kernel `name` of the verified module `m` for work-groups of `block` work-items
+/// (x, y, z) to host code, the MCUDA way (docs/kernel-mode.md): the entry's `(ctx, begin,
+/// end)` runs work-groups `[begin, end)` (row-major numbers, x fastest), the grid's extents
+/// in the context's launch words; the same ABI as `weft_backend_cranelift::compile_kernel`.
+///
+/// # Errors
+/// As [`compile_host`]; also a group needing more than 1 MiB of stack for its shared
+/// arrays and per-work-item values.
+pub fn compile_host_kernel(
+    m: &Module,
+    name: &str,
+    block: [u32; 3],
+    opts: Options,
+) -> Result<HostKernel, CompileError> {
+    compile_host_impl(m, name, opts, block)
+}
+
+/// The work-group size a kernel is compiled for when none is given (`weft emit`).
+pub const EMIT_BLOCK: [u32; 3] = [64, 1, 1];
+
+fn compile_host_impl(
+    m: &Module,
+    name: &str,
+    opts: Options,
+    block: [u32; 3],
+) -> Result<HostKernel, CompileError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let t0 = Instant::now();
     let tm = host_machine()?;
     let sym = format!("weft_kernel_{}", COUNTER.fetch_add(1, Ordering::Relaxed));
     let ctx = Context::create();
-    let (module, layout) = build(&ctx, m, name, Flavor::Host, opts, &tm, &sym)?;
+    let (module, layout) = build(&ctx, m, name, Flavor::Host, opts, &tm, &sym, block)?;
     let obj = tm
         .write_to_memory_buffer(&module, FileType::Object)
         .map_err(llvm_err)?;
@@ -289,7 +321,7 @@ pub fn compile_ptx(
     let tm = ptx_machine(sm)?;
     let ctx = Context::create();
     let entry = "weft_kernel".to_string();
-    let (module, layout) = build(&ctx, m, name, Flavor::Ptx, opts, &tm, &entry)?;
+    let (module, layout) = build(&ctx, m, name, Flavor::Ptx, opts, &tm, &entry, EMIT_BLOCK)?;
     let buf = tm
         .write_to_memory_buffer(&module, FileType::Assembly)
         .map_err(llvm_err)?;
@@ -302,7 +334,8 @@ pub fn compile_ptx(
     })
 }
 
-/// The text of one compilation stage for `weft emit` (`sm` for the PTX targets).
+/// The text of one compilation stage for `weft emit` (`sm` for the PTX targets); a kernel
+/// on the host is compiled for work-groups of [`EMIT_BLOCK`] work-items.
 pub fn emit(
     m: &Module,
     name: &str,
@@ -315,7 +348,7 @@ pub fn emit(
         EmitTarget::PtxIr | EmitTarget::Ptx => (ptx_machine(sm)?, Flavor::Ptx),
     };
     let ctx = Context::create();
-    let (module, _) = build(&ctx, m, name, flavor, opts, &tm, "weft_kernel")?;
+    let (module, _) = build(&ctx, m, name, flavor, opts, &tm, "weft_kernel", EMIT_BLOCK)?;
     match target {
         EmitTarget::HostIr | EmitTarget::PtxIr => Ok(module.print_to_string().to_string()),
         _ => {

@@ -35,6 +35,7 @@ pub enum Flavor {
     Ptx,
 }
 
+mod group;
 mod kernel;
 
 /// A lowered value: uniform scalars per tuple lane, varying vectors per tuple lane, or an
@@ -179,6 +180,11 @@ pub(crate) struct Lower<'m> {
     launch_word: usize,
     /// Host: the block's first element (i64); PTX: the thread's element (i64).
     base: String,
+    /// One element or work-item per lane of code (PTX, and host kernels run the MCUDA way)
+    /// rather than SIMD blocks of [`HOST_WIDTH`]: every value is then a scalar.
+    scalar: bool,
+    /// A host kernel's work-group state (docs/kernel-mode.md, MCUDA).
+    group: Option<group::Group>,
 }
 
 /// The lowered module text and the context layout of the kernel.
@@ -196,9 +202,10 @@ impl<'m> Lower<'m> {
     }
 
     fn w(&self) -> usize {
-        match self.flavor {
-            Flavor::Host => HOST_WIDTH,
-            Flavor::Ptx => 1,
+        if self.scalar {
+            1
+        } else {
+            HOST_WIDTH
         }
     }
 
@@ -916,7 +923,7 @@ impl<'m> Lower<'m> {
     fn load_elems(&mut self, s: ScalarType, plane: &str) -> String {
         let base = self.base.clone();
         let a = self.elem_addr(s, plane, &base);
-        let u = self.flavor == Flavor::Ptx;
+        let u = self.scalar;
         let st = if u {
             storage_ty(s).to_string()
         } else {
@@ -933,7 +940,7 @@ impl<'m> Lower<'m> {
     fn store_elems(&mut self, s: ScalarType, plane: &str, x: &str) {
         let base = self.base.clone();
         let a = self.elem_addr(s, plane, &base);
-        let u = self.flavor == Flavor::Ptx;
+        let u = self.scalar;
         let v = self.store_conv(s, x, u);
         let st = if u {
             storage_ty(s).to_string()
@@ -966,7 +973,7 @@ impl<'m> Lower<'m> {
 
     fn index(&mut self, t: Type) -> LV {
         let (s, rank) = elem_of(t);
-        let u = self.flavor == Flavor::Ptx;
+        let u = self.scalar;
         let w = self.w();
         let e = if u {
             self.base.clone()
@@ -1365,7 +1372,7 @@ impl<'m> Lower<'m> {
                 let Some(callee) = self.m.get(name) else {
                     return self.err(format!("unknown callee @{name}"));
                 };
-                let uni = if self.flavor == Flavor::Ptx {
+                let uni = if self.scalar {
                     vec![true; callee.num_values()]
                 } else {
                     let arg_uni: Vec<bool> = args.iter().map(|a| !matches!(a, LV::V(_))).collect();
@@ -1762,6 +1769,7 @@ pub(crate) fn lower(
     fast: bool,
     header: &str,
     sym: &str,
+    block: [u32; 3],
 ) -> Result<Lowered, LowerError> {
     let Some(p) = m.get(name) else {
         return Err(LowerError {
@@ -1770,6 +1778,8 @@ pub(crate) fn lower(
         });
     };
     let layout = Layout::new(p);
+    let is_kernel = p.kind == weft_ir::ProgramKind::Kernel;
+    let scalar = flavor == Flavor::Ptx || is_kernel;
     let mut l = Lower {
         m,
         flavor,
@@ -1788,10 +1798,13 @@ pub(crate) fn lower(
         arrays: Vec::new(),
         launch_word: layout.launch,
         base: "%base".into(),
+        scalar,
+        group: None,
     };
-    let uni = match flavor {
-        Flavor::Host => uniform_values(m, p),
-        Flavor::Ptx => vec![true; p.num_values()],
+    let uni = if scalar {
+        vec![true; p.num_values()]
+    } else {
+        uniform_values(m, p)
     };
     let mut f = Frame {
         p,
@@ -1838,8 +1851,11 @@ pub(crate) fn lower(
             }
         }
     }
-    if p.kind == weft_ir::ProgramKind::Kernel {
-        return kernel::finish(l, f, flavor, fast, header, sym, layout);
+    if is_kernel {
+        return match flavor {
+            Flavor::Ptx => kernel::finish(l, f, fast, header, sym, layout),
+            Flavor::Host => group::finish(l, f, fast, header, sym, layout, block),
+        };
     }
     let out_planes: Vec<(ScalarType, Vec<String>)> = p
         .outputs
@@ -1882,11 +1898,7 @@ pub(crate) fn lower(
     l.br("latch");
     let mut text = String::new();
     text.push_str(header);
-    let fattrs = if fast {
-        " \"unsafe-fp-math\"=\"true\" \"no-nans-fp-math\"=\"true\" \"no-infs-fp-math\"=\"true\" \"no-signed-zeros-fp-math\"=\"true\" \"approx-func-fp-math\"=\"true\""
-    } else {
-        ""
-    };
+    let fattrs = host_fn_attrs(fast);
     match flavor {
         Flavor::Host => {
             let _ = writeln!(text, "define void @{sym}(ptr noalias nocapture readonly %ctx, i64 %begin, i64 %end) #0 {{\nentry:");
@@ -1937,6 +1949,15 @@ pub(crate) fn lower(
     }
     finish_text(&mut l, &mut text);
     Ok(Lowered { text, layout })
+}
+
+/// The host function attributes for fast-math (empty otherwise).
+fn host_fn_attrs(fast: bool) -> &'static str {
+    if fast {
+        " \"unsafe-fp-math\"=\"true\" \"no-nans-fp-math\"=\"true\" \"no-infs-fp-math\"=\"true\" \"no-signed-zeros-fp-math\"=\"true\" \"approx-func-fp-math\"=\"true\""
+    } else {
+        ""
+    }
 }
 
 /// Appends the helper bodies (after the kernel) and every declaration (once each).

@@ -121,7 +121,7 @@ impl CpuDevice {
     /// (cached per block size).
     ///
     /// # Errors
-    /// A compile error; the LLVM host compiler does not take kernels yet.
+    /// A compile error.
     pub fn group_kernel(
         &self,
         m: &Module,
@@ -133,9 +133,9 @@ impl CpuDevice {
             HostCompiler::Cranelift => Ok(HostCode::Cranelift(
                 weft_backend_cranelift::compile_kernel(m, name, block)?,
             )),
-            HostCompiler::Llvm(_) => Err(RuntimeError::Llvm(weft_backend_llvm::CompileError::Llvm(
-                format!("kernel @{name}: kernel mode on the LLVM host backend is not implemented yet; use cranelift"),
-            ))),
+            HostCompiler::Llvm(o) => Ok(HostCode::Llvm(weft_backend_llvm::compile_host_kernel(
+                m, name, block, o,
+            )?)),
         })
     }
 

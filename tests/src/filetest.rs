@@ -952,7 +952,7 @@ fn kernel_line(
     };
     let ok = matches(&interp_got);
     let mut backend_failures = Vec::new();
-    for backend in kernel_backends().into_iter().filter(|_| backends) {
+    for backend in active_backends().into_iter().filter(|_| backends) {
         let got = run(backend);
         if !matches(&got) {
             backend_failures.push(format!("{}: got {}", backend.name(), show(&got)));
@@ -966,15 +966,6 @@ fn kernel_line(
         ok,
         backend_failures,
     })
-}
-
-/// The active backends that run kernels: [`active_backends`] without `llvm`, whose host
-/// lowering has no kernel mode yet (it reports that as an error; docs/kernel-mode.md).
-pub fn kernel_backends() -> Vec<Backend> {
-    active_backends()
-        .into_iter()
-        .filter(|&b| b != Backend::Llvm)
-        .collect()
 }
 
 /// A kernel run line's argument for one parameter.
@@ -1095,6 +1086,11 @@ pub fn cuda_device() -> Result<&'static weft_runtime::CudaDevice, String> {
     })
     .as_ref()
     .map_err(Clone::clone)
+}
+
+/// The shared CPU device that compiles with LLVM.
+pub fn llvm_device() -> &'static weft_runtime::CpuDevice {
+    cpu(Backend::Llvm)
 }
 
 fn cpu(b: Backend) -> &'static weft_runtime::CpuDevice {

@@ -1,7 +1,8 @@
 //! Kernel mode through LLVM to PTX (DESIGN §2): one work-item per CUDA thread, work-groups as
 //! thread blocks. Ids come from the `%tid`/`%ctaid`/`%ntid`/`%nctaid` special registers,
 //! `barrier` is `bar.sync 0`, `shared` arrays are `addrspace(3)` globals, and stores and
-//! atomics are bounds-checked (an access outside the array does nothing).
+//! atomics are bounds-checked (an access outside the array does nothing). The stores and
+//! atomics serve host kernels too (`group.rs`).
 
 use super::{elem_of, storage_ty, ArrayInfo, Flavor, Frame, Lower, LowerError, Lowered, LV};
 use std::fmt::Write as _;
@@ -26,6 +27,9 @@ impl Lower<'_> {
         let p = f.p;
         let d = p.op(op);
         let res_ty = d.results.first().map(|&v| p.ty(v));
+        if self.flavor == Flavor::Host {
+            return self.host_kernel_op(f, op, args);
+        }
         let ids = |me: &mut Self, reg: &str| -> Vec<LV> {
             let (_, n) = elem_of(res_ty.expect("typed"));
             vec![LV::U((0..n).map(|k| me.sreg(reg, k)).collect())]
@@ -93,7 +97,12 @@ impl Lower<'_> {
 
     /// `store` and the atomics: the element's address when every coordinate is in range,
     /// the access in a branch taken only then; atomics give 0 otherwise.
-    fn access(&mut self, f: &Frame, op: weft_ir::Op, args: &[LV]) -> Result<Vec<LV>, LowerError> {
+    pub(super) fn access(
+        &mut self,
+        f: &Frame,
+        op: weft_ir::Op,
+        args: &[LV],
+    ) -> Result<Vec<LV>, LowerError> {
         let p = f.p;
         let d = p.op(op);
         let LV::Array(ai) = args[0] else {
@@ -190,22 +199,15 @@ impl Lower<'_> {
     }
 }
 
-/// Finishes the text of a kernel whose parameters are bound: PTX gets the body once per
-/// thread; the host flavour has no kernel mode yet.
+/// Finishes the PTX text of a kernel whose parameters are bound: the body once per thread.
 pub(super) fn finish(
     mut l: Lower,
     mut f: Frame,
-    flavor: Flavor,
     fast: bool,
     header: &str,
     sym: &str,
     layout: Layout,
 ) -> Result<Lowered, LowerError> {
-    if flavor == Flavor::Host {
-        return l.err(
-            "kernel mode on the LLVM host backend is not implemented yet; use cranelift (CPU) or cuda",
-        );
-    }
     let p = f.p;
     l.block("body");
     l.region(&mut f, p.body, &[], None)?;

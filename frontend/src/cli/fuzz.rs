@@ -152,8 +152,14 @@ pub fn fuzz_kernels(
     } else {
         None
     };
+    let llvm = weft_runtime::CpuDevice::with_compiler(weft_runtime::HostCompiler::Llvm(
+        Default::default(),
+    ));
     let on_cpu = |m: &Module, a: &mut [KernelArg], g: &KernelGrid| {
         cpu.run_kernel(m, "k", a, g).map_err(|e| e.to_string())
+    };
+    let on_llvm = |m: &Module, a: &mut [KernelArg], g: &KernelGrid| {
+        llvm.run_kernel(m, "k", a, g).map_err(|e| e.to_string())
     };
     let on_cuda = |m: &Module, a: &mut [KernelArg], g: &KernelGrid| match &cuda {
         Some(d) => d.run_kernel(m, "k", a, g).map_err(|e| e.to_string()),
@@ -163,12 +169,13 @@ pub fn fuzz_kernels(
     for b in backends {
         match b.trim() {
             "cranelift" => runs.push(("cranelift", &on_cpu)),
+            "llvm" => runs.push(("llvm", &on_llvm)),
             "cuda" => runs.push(("cuda", &on_cuda)),
             "interp" => {}
             other => {
                 let _ = writeln!(
                     out,
-                    "note: --kernels skips `{other}` (kernel mode runs on interp, cranelift and cuda)"
+                    "note: --kernels skips `{other}` (kernel mode runs on interp, cranelift, llvm and cuda)"
                 );
             }
         }

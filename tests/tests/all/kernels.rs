@@ -1,13 +1,10 @@
 //! Kernel mode (issue 9): the kernels of examples/ir/kernels (shared-memory MDH, tiled and
 //! naive matrix multiplication, block tree reduction) give the interpreter's bits on every
-//! compiled backend that runs kernels (cranelift; cuda when `WEFT_FILETEST_BACKENDS` names it;
-//! not yet llvm, whose refusal is checked), and the kernels agree with their map-program or
-//! naive counterparts.
+//! compiled backend (cranelift and llvm; cuda when `WEFT_FILETEST_BACKENDS` names it), and
+//! the kernels agree with their map-program or naive counterparts.
 
 use weft_ir::{Const, HostArray, KernelGrid, Module, Type};
-use weft_tests::filetest::{
-    active_backends, kernel_backends, run_kernel_on, same_bits, Backend, KernelArgSpec,
-};
+use weft_tests::filetest::{active_backends, run_kernel_on, same_bits, Backend, KernelArgSpec};
 
 fn module(file: &str) -> Module {
     let path = format!(
@@ -45,7 +42,7 @@ fn f32_array(shape: &[usize], xs: &[f32]) -> HostArray {
 /// has the interpreter's bits; returns the interpreter's buffers.
 fn agree(m: &Module, name: &str, args: &[KernelArgSpec], grid: &KernelGrid) -> Vec<HostArray> {
     let want = run_kernel_on(Backend::Interp, m, name, args, grid).expect("interpreter");
-    for b in kernel_backends() {
+    for b in active_backends() {
         let got = run_kernel_on(b, m, name, args, grid)
             .unwrap_or_else(|e| panic!("@{name} on {}: {e}", b.name()));
         for (k, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -174,13 +171,18 @@ fn random_barrier_safe_kernels_agree_with_the_interpreter() {
     let on_cpu = |m: &Module, a: &mut [KernelArg], g: &KernelGrid| {
         cpu.run_kernel(m, "k", a, g).map_err(|e| e.to_string())
     };
+    let on_llvm = |m: &Module, a: &mut [KernelArg], g: &KernelGrid| {
+        weft_tests::filetest::llvm_device()
+            .run_kernel(m, "k", a, g)
+            .map_err(|e| e.to_string())
+    };
     let on_cuda = |m: &Module, a: &mut [KernelArg], g: &KernelGrid| {
         weft_tests::filetest::cuda_device()?
             .run_kernel(m, "k", a, g)
             .map_err(|e| e.to_string())
     };
     type RunFn<'a> = &'a weft_fuzz::kernel::RunKernel<'a>;
-    let mut runs: Vec<(&str, RunFn)> = vec![("cranelift", &on_cpu)];
+    let mut runs: Vec<(&str, RunFn)> = vec![("cranelift", &on_cpu), ("llvm", &on_llvm)];
     if active_backends().contains(&Backend::Cuda) {
         runs.push(("cuda", &on_cuda));
     }
@@ -193,21 +195,4 @@ fn random_barrier_safe_kernels_agree_with_the_interpreter() {
     );
     assert!(s.mismatches.is_empty(), "{}", s.mismatches.join("\n\n"));
     assert_eq!(s.checked, 300);
-}
-
-/// The LLVM host backend has no kernel mode yet: it says so, naming the kernel, instead of
-/// computing something else.
-#[test]
-fn llvm_host_refuses_kernels_with_a_clear_error() {
-    let m = module("reduce.weft");
-    let args = vec![
-        KernelArgSpec::Array(f32_array(&[8], &[1.0; 8])),
-        KernelArgSpec::Buffer(f32_array(&[1], &[0.0])),
-    ];
-    let grid = KernelGrid::new(&[1], &[8]).expect("grid");
-    let e = run_kernel_on(Backend::Llvm, &m, "block_reduce", &args, &grid).unwrap_err();
-    assert!(
-        e.contains("kernel @block_reduce") && e.contains("not implemented"),
-        "{e}"
-    );
 }
