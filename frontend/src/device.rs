@@ -114,6 +114,24 @@ impl Device {
         }
     }
 
+    /// Runs kernel `name` of `m` over `grid` on this device, updating buffers in place.
+    ///
+    /// # Errors
+    /// Arguments that do not match the kernel (named), a compile or launch error.
+    pub(crate) fn run_kernel(
+        &self,
+        m: &weft_ir::Module,
+        name: &str,
+        args: &mut [weft_ir::KernelArg],
+        grid: &weft_ir::KernelGrid,
+    ) -> Result<()> {
+        match &*self.0 {
+            Kind::Interp => Ok(weft_ir::Interpreter::new(m).run_kernel(name, args, grid)?),
+            Kind::Cpu(c, _) => Ok(c.run_kernel(m, name, args, grid)?),
+            Kind::Cuda(d) => Ok(d.run_kernel(m, name, args, grid)?),
+        }
+    }
+
     /// True for a CUDA device.
     pub fn is_cuda(&self) -> bool {
         matches!(&*self.0, Kind::Cuda(_))

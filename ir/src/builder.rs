@@ -103,6 +103,32 @@ impl ProgramBuilder {
         self.param(ParamKind::Array, name, ty)
     }
 
+    /// Adds a buffer parameter of array type `ty` (kernels only: read and written in place
+    /// with [`ProgramBuilder::effect`] `store` and the atomics).
+    #[track_caller]
+    pub fn buffer(&mut self, name: &str, ty: Type) -> Value {
+        self.param(ParamKind::Buffer, name, ty)
+    }
+
+    /// Makes the program a kernel (DESIGN §2 kernel mode, docs/kernel-mode.md): launched
+    /// over a grid of work-groups, with no outputs.
+    pub fn make_kernel(&mut self) {
+        self.prog.kind = crate::program::ProgramKind::Kernel;
+    }
+
+    /// Appends an op whose result type is `ty` (the kernel ids, `shared`, `clock`, …): the
+    /// declared type where the op's type rule needs one.
+    #[track_caller]
+    pub fn op_typed(&mut self, opcode: Opcode, args: &[Value], ty: Type) -> Value {
+        self.op_full(opcode, args, Imm::None, Some(ty))
+    }
+
+    /// Appends an op without results (`barrier`, `store`).
+    #[track_caller]
+    pub fn effect(&mut self, opcode: Opcode, args: &[Value]) {
+        self.push(opcode, args.to_vec(), Imm::None, &[], vec![]);
+    }
+
     /// Adds an output named `name` whose value is `v` (the body's `return` lists outputs in order).
     #[track_caller]
     pub fn output(&mut self, name: &str, v: Value) {

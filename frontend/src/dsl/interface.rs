@@ -13,7 +13,7 @@ use weft_ir::{Boundary, Opcode, ParamKind, Type};
 /// Adds a parameter of `kind` named `name` (or a default name from `prefix` and its
 /// position) to the innermost recording; returns its SSA value.
 #[track_caller]
-fn add_param(
+pub(crate) fn add_param(
     rec: &mut Top,
     kind: ParamKind,
     name: Option<&str>,
@@ -39,7 +39,8 @@ fn add_param(
     Ok(match kind {
         ParamKind::Varying => b.varying(&name, ty),
         ParamKind::Uniform => b.uniform(&name, ty),
-        ParamKind::Array | ParamKind::Buffer => b.array(&name, ty),
+        ParamKind::Array => b.array(&name, ty),
+        ParamKind::Buffer => b.buffer(&name, ty),
     })
 }
 

@@ -26,9 +26,14 @@
 //! Recorded programs are values of the program algebra (DESIGN §4): see [`Program::bind`],
 //! [`Program::compose`] (`&p << &q`), [`Program::bundle`], [`Program::keep`], and can be
 //! called from other recordings ([`Program::call`]).
+//!
+//! Explicit SPMD kernels (DESIGN §2 kernel mode) are recorded with [`Kernel::record`], with
+//! [`thread_index`], [`sync_threads`], [`Shared`] arrays and [`Buffer`]s (MC#'s names in Rust
+//! style), and launched over a grid of blocks with [`Kernel::launch`].
 
 mod control;
 mod interface;
+mod kernel;
 mod math;
 mod ops;
 mod program;
@@ -38,6 +43,7 @@ mod value;
 
 pub use control::*;
 pub use interface::*;
+pub use kernel::*;
 pub use math::*;
 pub use program::*;
 pub use record::is_recording;

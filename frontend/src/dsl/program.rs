@@ -61,7 +61,7 @@ impl RecordResult for Result<()> {
     }
 }
 
-fn is_ident(name: &str) -> bool {
+pub(crate) fn is_ident(name: &str) -> bool {
     !name.is_empty()
         && name
             .chars()
@@ -591,7 +591,22 @@ fn record_as<R: RecordResult>(
     f: impl FnOnce() -> R,
     loc: &'static Location<'static>,
 ) -> Result<Program> {
+    record_program(name, false, f, loc)
+}
+
+/// Records program `name` (a kernel when `kernel`) by running `f`.
+pub(crate) fn record_program<R: RecordResult>(
+    name: String,
+    kernel: bool,
+    f: impl FnOnce() -> R,
+    loc: &'static Location<'static>,
+) -> Result<Program> {
     let session = record::begin(name);
+    if kernel {
+        if let Some(mut rec) = Top::take() {
+            rec.b().make_kernel();
+        }
+    }
     let r = f();
     let rec = session.end().ok_or_else(|| Error::Record {
         message: "internal error: the recording context was lost".into(),
