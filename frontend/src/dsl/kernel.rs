@@ -155,6 +155,14 @@ impl Kernel {
         for (&i, a) in open.iter().zip(args.iter()) {
             match &a.0 {
                 Karg::Value(c) => values[i] = Some(*c),
+                Karg::Array(_) if p.params[i].kind == ParamKind::Buffer => {
+                    return Err(Error::argument(format!(
+                        "kernel @{}: parameter `{}` is a buffer: pass it with KernelArg::buffer \
+                         (the kernel writes it)",
+                        self.name(),
+                        p.param_name(i)
+                    )))
+                }
                 Karg::Array(d) => arrays[i] = Some(d.to_host_array()?),
                 Karg::Buffer(d) => {
                     arrays[i] = Some(d.to_host_array()?);

@@ -196,3 +196,190 @@ fn random_barrier_safe_kernels_agree_with_the_interpreter() {
     assert!(s.mismatches.is_empty(), "{}", s.mismatches.join("\n\n"));
     assert_eq!(s.checked, 300);
 }
+
+/// The devices kernels run on here: the interpreter, cranelift and llvm, and the GPU when
+/// `WEFT_FILETEST_BACKENDS` names cuda and one is present.
+fn dsl_devices() -> Vec<weft::Device> {
+    let mut ds = vec![
+        weft::Device::interp(),
+        weft::Device::cpu(),
+        weft::Device::cpu_llvm(),
+    ];
+    if active_backends().contains(&Backend::Cuda) {
+        ds.push(weft::Device::cuda(0).expect("cuda device"));
+    }
+    ds
+}
+
+/// A tiled matrix multiplication recorded with the kernel DSL (MC#'s example: `Shared2D`
+/// tiles, `thread_index`, `block_index`, `sync_threads`) gives the host's product on every
+/// device, and its text runs like the recorded kernel.
+#[test]
+fn dsl_tiled_matmul_runs_on_every_device() {
+    use weft::dsl::*;
+    use weft::Array;
+    const T: i32 = 8;
+    let k = Kernel::record_named("dsl_matmul", || {
+        let n = Param::uniform::<Value1i>("n");
+        let a = InArray::<2, Value1f>::named("a", Boundary::Clamp);
+        let b = InArray::<2, Value1f>::named("b", Boundary::Clamp);
+        let c = Buffer::<2, Value1f>::named("c");
+        let ta = Shared2D::<Value1f>::new([T as usize, T as usize]);
+        let tb = Shared2D::<Value1f>::new([T as usize, T as usize]);
+        let t = thread_index::<2>();
+        let g = block_index::<2>();
+        let (tx, ty) = (t.x(), t.y());
+        let row = g.y() * T + &ty;
+        let col = g.x() * T + &tx;
+        let acc = Value1f::from(0.0);
+        for_(0, &n / T, |kk| {
+            let k0 = &kk * T;
+            ta.store(
+                Value2i::from_lanes([&ty, &tx]),
+                a.read(Value2i::from_lanes([&row, &(&k0 + &tx)])),
+            );
+            tb.store(
+                Value2i::from_lanes([&ty, &tx]),
+                b.read(Value2i::from_lanes([&(&k0 + &ty), &col])),
+            );
+            sync_threads();
+            for_(0, T, |j| {
+                acc.assign(
+                    &acc + ta.read(Value2i::from_lanes([&ty, &j]))
+                        * tb.read(Value2i::from_lanes([&j, &tx])),
+                );
+            });
+            sync_threads();
+        });
+        c.store(Value2i::from_lanes([&row, &col]), &acc);
+    })
+    .expect("record");
+    let n = 24usize;
+    let av: Vec<f32> = noise(n * n, 5).iter().map(|x| (x * 8.0).round()).collect();
+    let bv: Vec<f32> = noise(n * n, 6).iter().map(|x| (x * 8.0).round()).collect();
+    let mut want = vec![0f32; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            want[i * n + j] = (0..n).map(|l| av[i * n + l] * bv[l * n + j]).sum();
+        }
+    }
+    let a = Array::from_vec([n, n], av).expect("a");
+    let b = Array::from_vec([n, n], bv).expect("b");
+    let g = (n / T as usize) as u32;
+    for dev in dsl_devices() {
+        let mut c = Array::filled([n, n], -1.0f32).expect("c");
+        k.launch_on(
+            &dev,
+            &[g, g],
+            &[T as u32, T as u32],
+            &mut [
+                KernelArg::value(n as i32),
+                KernelArg::array(&a),
+                KernelArg::array(&b),
+                KernelArg::buffer(&mut c),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{dev}: {e}"));
+        assert_eq!(c.to_vec().expect("c"), want, "{dev}");
+        println!("dsl_matmul on {dev}: the host's product");
+    }
+    // The text parses back to a kernel that `weft run` could take.
+    let m = weft_ir::parse_and_verify(&k.text()).expect("text parses");
+    assert_eq!(
+        m.get("dsl_matmul").expect("kernel").kind,
+        weft_ir::ProgramKind::Kernel
+    );
+}
+
+/// Atomics, `clock`, and `grid_dim`/`block_dim` from the DSL: a histogram by `atomic_add`
+/// on a buffer, a global maximum by `atomic_max`, and a thread count.
+#[test]
+fn dsl_atomics_count_on_every_device() {
+    use weft::dsl::*;
+    use weft::Array;
+    let k = Kernel::record(|| {
+        let x = InArray::<1, Value1i>::named("x", Boundary::Clamp);
+        let hist = Buffer::<1, Value1i>::named("hist");
+        let top = Buffer::<1, Value1i>::named("top");
+        let id = block_index::<1>() * block_dim::<1>() + thread_index::<1>();
+        let v = x.read(&id);
+        hist.atomic_add(&v % 4, 1);
+        top.atomic_max(0, &v);
+        top.atomic_add(1, 1);
+        let threads = grid_dim::<1>() * block_dim::<1>();
+        if_(id.eq(0), || top.store(2, &threads));
+        let t0 = clock();
+        let _ = &t0 - &t0;
+    })
+    .expect("record");
+    let xs: Vec<i32> = (0..96).map(|i| (i * 37) % 101).collect();
+    let x = Array::from_vec([96], xs.clone()).expect("x");
+    let mut want_hist = vec![0i32; 4];
+    for v in &xs {
+        want_hist[(v % 4) as usize] += 1;
+    }
+    for dev in dsl_devices() {
+        let mut hist = Array::filled([4], 0i32).expect("hist");
+        let mut top = Array::filled([3], 0i32).expect("top");
+        k.launch_on(
+            &dev,
+            &[3],
+            &[32],
+            &mut [
+                KernelArg::array(&x),
+                KernelArg::buffer(&mut hist),
+                KernelArg::buffer(&mut top),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{dev}: {e}"));
+        assert_eq!(hist.to_vec().expect("hist"), want_hist, "{dev}");
+        let top = top.to_vec().expect("top");
+        assert_eq!(top, vec![*xs.iter().max().expect("max"), 96, 96], "{dev}");
+    }
+}
+
+/// Misuse of the kernel DSL is an error naming the place: `sync_threads` under control flow
+/// that differs between threads (at the kernel's line), and a launch with the wrong
+/// arguments (named).
+#[test]
+fn dsl_kernel_misuse_is_a_clear_error() {
+    use weft::dsl::*;
+    use weft::Array;
+    let e = Kernel::record(|| {
+        let t = thread_index::<1>();
+        if_(t.lt(3), || {
+            sync_threads();
+        });
+    })
+    .err()
+    .expect("divergent barrier");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("barrier") && msg.contains("kernels.rs"),
+        "{msg}"
+    );
+    let k = Kernel::record_named("fill", || {
+        let out = Buffer::<1, Value1f>::named("out");
+        out.store(thread_index::<1>(), 1.0f32);
+    })
+    .expect("record");
+    let e = k.launch(&[1], &[4], &mut []).expect_err("no arguments");
+    assert!(
+        e.to_string().contains("takes 1 arguments (out), got 0"),
+        "{e}"
+    );
+    let x = Array::filled([4], 0.0f32).expect("x");
+    let e = k
+        .launch(&[1], &[4], &mut [KernelArg::array(&x)])
+        .expect_err("an array for a buffer");
+    assert!(e.to_string().contains("out"), "{e}");
+    let mut wrong = Array::filled([4], 0i32).expect("wrong");
+    let e = k
+        .launch(&[1], &[4], &mut [KernelArg::buffer(&mut wrong)])
+        .expect_err("i32 for f32");
+    assert!(e.to_string().contains("out"), "{e}");
+    let e = k
+        .launch(&[1], &[2000], &mut [KernelArg::buffer(&mut wrong)])
+        .expect_err("block too large");
+    assert!(e.to_string().contains("1024"), "{e}");
+}
