@@ -167,6 +167,12 @@ fn ptx_machine(sm: u32) -> Result<TargetMachine, CompileError> {
         .ok_or_else(|| CompileError::Llvm(format!("no NVPTX target machine for sm_{sm}")))
 }
 
+/// The compiled function: its symbol, and the work-group size a kernel is compiled for.
+struct Entry<'a> {
+    sym: &'a str,
+    block: [u32; 3],
+}
+
 /// Lowers, parses, verifies and optimises; returns the module (in `ctx`).
 fn build<'c>(
     ctx: &'c Context,
@@ -175,9 +181,9 @@ fn build<'c>(
     flavor: Flavor,
     opts: Options,
     tm: &TargetMachine,
-    sym: &str,
-    block: [u32; 3],
+    entry: Entry<'_>,
 ) -> Result<(inkwell::module::Module<'c>, Layout), CompileError> {
+    let Entry { sym, block } = entry;
     if m.get(name).is_none() {
         return Err(CompileError::UnknownProgram(name.to_string()));
     }
@@ -295,7 +301,15 @@ fn compile_host_impl(
     let tm = host_machine()?;
     let sym = format!("weft_kernel_{}", COUNTER.fetch_add(1, Ordering::Relaxed));
     let ctx = Context::create();
-    let (module, layout) = build(&ctx, m, name, Flavor::Host, opts, &tm, &sym, block)?;
+    let (module, layout) = build(
+        &ctx,
+        m,
+        name,
+        Flavor::Host,
+        opts,
+        &tm,
+        Entry { sym: &sym, block },
+    )?;
     let obj = tm
         .write_to_memory_buffer(&module, FileType::Object)
         .map_err(llvm_err)?;
@@ -321,7 +335,18 @@ pub fn compile_ptx(
     let tm = ptx_machine(sm)?;
     let ctx = Context::create();
     let entry = "weft_kernel".to_string();
-    let (module, layout) = build(&ctx, m, name, Flavor::Ptx, opts, &tm, &entry, EMIT_BLOCK)?;
+    let (module, layout) = build(
+        &ctx,
+        m,
+        name,
+        Flavor::Ptx,
+        opts,
+        &tm,
+        Entry {
+            sym: &entry,
+            block: EMIT_BLOCK,
+        },
+    )?;
     let buf = tm
         .write_to_memory_buffer(&module, FileType::Assembly)
         .map_err(llvm_err)?;
@@ -348,7 +373,18 @@ pub fn emit(
         EmitTarget::PtxIr | EmitTarget::Ptx => (ptx_machine(sm)?, Flavor::Ptx),
     };
     let ctx = Context::create();
-    let (module, _) = build(&ctx, m, name, flavor, opts, &tm, "weft_kernel", EMIT_BLOCK)?;
+    let (module, _) = build(
+        &ctx,
+        m,
+        name,
+        flavor,
+        opts,
+        &tm,
+        Entry {
+            sym: "weft_kernel",
+            block: EMIT_BLOCK,
+        },
+    )?;
     match target {
         EmitTarget::HostIr | EmitTarget::PtxIr => Ok(module.print_to_string().to_string()),
         _ => {
