@@ -44,10 +44,11 @@ nvcc -O3 -arch=sm_90 --use_fast_math -o /tmp/weft-bin/workloads_cuda_fast bench/
 fi
 if want kernels; then
 echo "== kernel mode on cuda: the kernel filetests and examples against the interpreter, weft run, the benchmark"
-WEFT_FILETEST_BACKENDS=cranelift,cuda /tmp/weft-bin/all filetests::filetests kernels:: --test-threads 1 --nocapture 2>&1 | grep -E 'kernel|agrees|test result|FAILED|panicked|filetests:' | tee "$out/kernels_tests.txt"
+WEFT_FILETEST_BACKENDS=cranelift,llvm,cuda /tmp/weft-bin/all filetests::filetests kernels:: --test-threads 1 --nocapture 2>&1 | grep -E 'kernel|agrees|test result|FAILED|panicked|filetests:' | tee "$out/kernels_tests.txt"
 python3 -c 'import numpy as np; np.save("/tmp/x.npy", (np.arange(1<<20) % 7).astype(np.float32)); np.save("/tmp/p.npy", np.zeros(64, np.float32))'
 /tmp/weft-bin/weft run examples/ir/kernels/reduce.weft --backend cuda --grid 64 --block 256 --in x=/tmp/x.npy --in partials=/tmp/p.npy --sum partials 2>&1 | tee -a "$out/kernels_tests.txt"
-/tmp/weft-bin/weft-bench kernels --gpu --out "$out/performance-kernels.md" 2>&1 | tail -12
+/tmp/weft-bin/weft fuzz --kernels --backends cranelift,llvm,cuda --seed 3 --cases "${KERNEL_FUZZ_CASES:-2000}" --out-dir "$out/kernel-fuzz" 2>&1 | tail -3 | tee -a "$out/kernels_tests.txt"
+/tmp/weft-bin/weft-bench kernels --gpu --out "$out/performance-kernels.md" 2>&1 | tail -16
 fi
 want bench || exit 0
 echo "== baselines"

@@ -196,8 +196,14 @@ fn gpu_rows(dev: &CudaDevice, rows: &mut Vec<Row>) {
     ));
 }
 
+/// The CPU rows for both host compilers.
 fn cpu_rows(rows: &mut Vec<Row>) {
-    let dev = CpuDevice::new();
+    let llvm = CpuDevice::with_compiler(weft_runtime::HostCompiler::Llvm(Default::default()));
+    cpu_rows_on(&CpuDevice::new(), "cranelift", rows);
+    cpu_rows_on(&llvm, "llvm", rows);
+}
+
+fn cpu_rows_on(dev: &CpuDevice, compiler: &str, rows: &mut Vec<Row>) {
     let n = 256;
     let mm = example("examples/ir/kernels/matmul.weft");
     let a = f32s(
@@ -227,7 +233,7 @@ fn cpu_rows(rows: &mut Vec<Row>) {
     }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     rows.push(Row(
-        format!("CPU (cranelift, {threads} threads) matmul {n}×{n} f32: naive kernel vs 16×16 shared-memory tiles"),
+        format!("CPU ({compiler}, {threads} threads) matmul {n}×{n} f32: naive kernel vs 16×16 shared-memory tiles"),
         times[0],
         times[1],
         format!("bits equal: {}", if res[0] == res[1] { "yes" } else { "no" }),
@@ -268,7 +274,7 @@ fn cpu_rows(rows: &mut Vec<Row>) {
     });
     let got = to_f32(&pot);
     rows.push(Row(
-        format!("CPU (cranelift, {threads} threads) MDH, {natoms} atoms × {side}³ points: map program vs shared-memory kernel"),
+        format!("CPU ({compiler}, {threads} threads) MDH, {natoms} atoms × {side}³ points: map program vs shared-memory kernel"),
         t_map,
         t_kern,
         format!("bits equal: {}", if got == want { "yes" } else { "no" }),
