@@ -18,6 +18,7 @@ pub mod parser;
 pub mod passes;
 pub mod printer;
 pub mod program;
+pub mod segment;
 pub mod types;
 pub mod uniform;
 pub mod verify;

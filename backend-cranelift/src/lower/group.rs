@@ -14,7 +14,8 @@ use cranelift_codegen::ir::{
 };
 use std::collections::{HashMap, HashSet};
 use weft_ir::opcode::Opcode;
-use weft_ir::{Const, Imm, Op, Program, Region, ScalarType, Type, Value};
+use weft_ir::segment::{self, Piece};
+use weft_ir::{Const, Op, Program, Region, ScalarType, Type, Value};
 
 /// The per-kernel state of a group lowering.
 pub(super) struct GroupState {
@@ -39,47 +40,6 @@ type SegmentBody<'x, L> = dyn FnMut(&mut L, &[CV]) -> Result<(), LowerError> + '
 
 /// The most stack one group may use for its shared arrays and per-work-item values.
 pub(crate) const MAX_GROUP_STACK: usize = 1 << 20;
-
-/// One piece of a region split at its barriers.
-enum Item {
-    /// Barrier-free ops run per work-item (the terminator, if `last`).
-    Segment(Vec<Op>),
-    /// A control op containing a barrier, run once per group.
-    Group(Op),
-}
-
-/// Values used by op `o` and by the ops of its regions.
-fn uses(p: &Program, o: Op, out: &mut HashSet<Value>) {
-    let d = p.op(o);
-    out.extend(d.args.iter().copied());
-    for &r in &d.regions {
-        for &x in &p.region(r).ops {
-            uses(p, x, out);
-        }
-    }
-}
-
-/// The ops of `p` that contain a barrier.
-pub(super) fn barrier_ops(p: &Program) -> HashSet<Op> {
-    fn go(p: &Program, o: Op, out: &mut HashSet<Op>) -> bool {
-        let d = p.op(o);
-        let mut any = d.opcode == Opcode::Barrier;
-        for &r in &d.regions {
-            for &x in &p.region(r).ops {
-                any |= go(p, x, out);
-            }
-        }
-        if any {
-            out.insert(o);
-        }
-        any
-    }
-    let mut out = HashSet::new();
-    for &o in &p.region(p.body).ops {
-        go(p, o, &mut out);
-    }
-    out
-}
 
 impl Lowerer<'_, '_> {
     fn g(&self) -> &GroupState {
@@ -187,40 +147,18 @@ impl Lowerer<'_, '_> {
         outs: &[Option<Vec<StackSlot>>],
     ) -> Result<Vec<Option<LV>>, LowerError> {
         let p = f.p;
-        let ops = &p.region(r).ops;
-        let term = *ops.last().expect("region ends with a terminator");
-        let mut items: Vec<Item> = Vec::new();
-        let mut cur = Vec::new();
-        for &o in &ops[..ops.len() - 1] {
-            let d = p.op(o);
-            if d.opcode == Opcode::Barrier {
-                items.push(Item::Segment(std::mem::take(&mut cur)));
-            } else if self.g().barrier_ops.contains(&o) {
-                items.push(Item::Segment(std::mem::take(&mut cur)));
-                items.push(Item::Group(o));
-            } else if d.opcode != Opcode::Shared {
-                cur.push(o);
-            }
-        }
-        cur.push(term);
-        items.push(Item::Segment(cur));
-        // Which values each item uses, to find the varying values that outlive their segment.
-        let used: Vec<HashSet<Value>> = items
-            .iter()
-            .map(|it| {
-                let mut u = HashSet::new();
-                match it {
-                    Item::Segment(os) => os.iter().for_each(|&o| uses(p, o, &mut u)),
-                    Item::Group(o) => uses(p, *o, &mut u),
-                }
-                u
-            })
-            .collect();
+        let term = *p
+            .region(r)
+            .ops
+            .last()
+            .expect("region ends with a terminator");
+        // Which values each piece uses, to find the varying values that outlive their segment.
+        let (items, used) = segment::split(p, r, &self.g().barrier_ops);
         let mut uniform_yields = Vec::new();
         let last = items.len() - 1;
         for (i, it) in items.iter().enumerate() {
             match it {
-                Item::Segment(os) => {
+                Piece::Segment(os) => {
                     let mut live_out: Vec<Value> = Vec::new();
                     for &o in os {
                         for &v in &p.op(o).results {
@@ -289,7 +227,7 @@ impl Lowerer<'_, '_> {
                         f.spill.insert(v, s);
                     }
                 }
-                Item::Group(o) => self.group_op(f, *o)?,
+                Piece::Group(o) => self.group_op(f, *o)?,
             }
         }
         Ok(uniform_yields)
@@ -772,21 +710,6 @@ impl Lowerer<'_, '_> {
     }
 }
 
-/// The constant sizes of a `shared` op.
-pub(super) fn shared_dims(p: &Program, o: Op) -> Vec<usize> {
-    p.op(o)
-        .args
-        .iter()
-        .map(|&a| match p.value(a).def {
-            weft_ir::ValueDef::Result(c, _) => match &p.op(c).imm {
-                Imm::Const(k) => (k.lanes[0] as u32 as i32).max(1) as usize,
-                _ => 1,
-            },
-            _ => 1,
-        })
-        .collect()
-}
-
 impl<'a, 'b> Lowerer<'a, 'b> {
     /// Lowers kernel `p` for work-groups of `block` work-items into the builder's function
     /// `(ctx, first_group, end_group)`: the groups' ids come from their row-major number (x
@@ -824,7 +747,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             gid: [zero; 3],
             ngroups: [zero; 3],
             sink: ir::StackSlot::from_u32(0),
-            barrier_ops: barrier_ops(p),
+            barrier_ops: segment::barrier_ops(p),
             bytes: 0,
         });
         let sink = l.slot(64)?;
@@ -852,7 +775,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             let t = p.ty(d.results[0]);
             let (_, e, boundary) = t.array_parts().expect("shared array type");
             let (s, n) = elem_of(e);
-            let dims = shared_dims(p, o);
+            let dims = segment::shared_dims(p, o);
             let count: usize = dims.iter().product();
             let mut planes = Vec::new();
             for _ in 0..n {

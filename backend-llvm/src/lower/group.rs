@@ -12,7 +12,8 @@ use super::{elem_of, lty, storage_ty, ArrayInfo, Frame, Lane, Lower, LowerError,
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use weft_ir::abi::{storage_bytes, Layout};
-use weft_ir::{Imm, Op, Opcode, Program, Region, ScalarType, Type, Value};
+use weft_ir::segment::{self, Piece};
+use weft_ir::{Op, Opcode, Region, ScalarType, Type, Value};
 
 /// The most stack one work-group may use for its shared arrays and per-work-item values (the
 /// Cranelift backend's limit too).
@@ -58,68 +59,12 @@ impl Carry {
     }
 }
 
-/// One piece of a region split at its barriers.
-enum Item {
-    /// Barrier-free ops run per work-item (the terminator, if last).
-    Segment(Vec<Op>),
-    /// A control op containing a barrier, run once per group.
-    Group(Op),
-}
-
 /// An open work-item loop.
 struct WorkItemLoop {
     counter: String,
     head: String,
     exit: String,
     saved: String,
-}
-
-/// Values used by op `o` and by the ops of its regions.
-fn uses(p: &Program, o: Op, out: &mut HashSet<Value>) {
-    let d = p.op(o);
-    out.extend(d.args.iter().copied());
-    for &r in &d.regions {
-        for &x in &p.region(r).ops {
-            uses(p, x, out);
-        }
-    }
-}
-
-/// The ops of `p` that contain a barrier.
-fn barrier_ops(p: &Program) -> HashSet<Op> {
-    fn go(p: &Program, o: Op, out: &mut HashSet<Op>) -> bool {
-        let d = p.op(o);
-        let mut any = d.opcode == Opcode::Barrier;
-        for &r in &d.regions {
-            for &x in &p.region(r).ops {
-                any |= go(p, x, out);
-            }
-        }
-        if any {
-            out.insert(o);
-        }
-        any
-    }
-    let mut out = HashSet::new();
-    for &o in &p.region(p.body).ops {
-        go(p, o, &mut out);
-    }
-    out
-}
-
-/// The constant sizes of a `shared` op.
-fn shared_dims(p: &Program, o: Op) -> Vec<usize> {
-    p.op(o)
-        .args
-        .iter()
-        .map(|&a| match p.value(a).def {
-            weft_ir::ValueDef::Result(c, _) => match &p.op(c).imm {
-                Imm::Const(k) => (k.lanes[0] as u32 as i32).max(1) as usize,
-                _ => 1,
-            },
-            _ => 1,
-        })
-        .collect()
 }
 
 impl Lower<'_> {
@@ -242,43 +187,21 @@ impl Lower<'_> {
         outs: &[Option<Vec<String>>],
     ) -> Result<Vec<Option<LV>>, LowerError> {
         let p = f.p;
-        let ops = &p.region(r).ops;
-        let term = *ops.last().expect("region ends with a terminator");
-        let mut items: Vec<Item> = Vec::new();
-        let mut cur = Vec::new();
-        for &o in &ops[..ops.len() - 1] {
-            let d = p.op(o);
-            if d.opcode == Opcode::Barrier {
-                items.push(Item::Segment(std::mem::take(&mut cur)));
-            } else if self.g().barrier_ops.contains(&o) {
-                items.push(Item::Segment(std::mem::take(&mut cur)));
-                items.push(Item::Group(o));
-            } else if d.opcode != Opcode::Shared {
-                cur.push(o);
-            }
-        }
-        cur.push(term);
-        items.push(Item::Segment(cur));
-        let used: Vec<HashSet<Value>> = items
-            .iter()
-            .map(|it| {
-                let mut u = HashSet::new();
-                match it {
-                    Item::Segment(os) => os.iter().for_each(|&o| uses(p, o, &mut u)),
-                    Item::Group(o) => uses(p, *o, &mut u),
-                }
-                u
-            })
-            .collect();
+        let term = *p
+            .region(r)
+            .ops
+            .last()
+            .expect("region ends with a terminator");
+        let (items, used) = segment::split(p, r, &self.g().barrier_ops);
         let mut uniform_yields = Vec::new();
         let last = items.len() - 1;
         for (i, it) in items.iter().enumerate() {
             let os = match it {
-                Item::Group(o) => {
+                Piece::Group(o) => {
                     self.group_op(f, *o)?;
                     continue;
                 }
-                Item::Segment(os) => os,
+                Piece::Segment(os) => os,
             };
             // Varying values that outlive this segment (constants are literals: they need
             // no storage).
@@ -618,7 +541,7 @@ pub(super) fn finish(
         gid: Default::default(),
         ngroups: Default::default(),
         wi: String::new(),
-        barrier_ops: barrier_ops(p),
+        barrier_ops: segment::barrier_ops(p),
         guni: weft_ir::uniform::uniform_values(l.m, p),
         spill: HashMap::new(),
         bytes: 0,
@@ -631,7 +554,7 @@ pub(super) fn finish(
         }
         let (_, e, boundary) = p.ty(d.results[0]).array_parts().expect("shared array type");
         let (s, n) = elem_of(e);
-        let dims = shared_dims(p, o);
+        let dims = segment::shared_dims(p, o);
         let count: usize = dims.iter().product();
         let planes = (0..n)
             .map(|_| {

@@ -7,7 +7,7 @@
 use super::{elem_of, storage_ty, ArrayInfo, Flavor, Frame, Lower, LowerError, Lowered, LV};
 use std::fmt::Write as _;
 use weft_ir::abi::{storage_bytes, Layout};
-use weft_ir::{Imm, Opcode, ScalarType};
+use weft_ir::{Opcode, ScalarType};
 
 impl Lower<'_> {
     /// A special register `%<reg>.<axis>` as i32.
@@ -62,17 +62,7 @@ impl Lower<'_> {
         let t = p.ty(d.results[0]);
         let (_, e, boundary) = t.array_parts().expect("shared array type");
         let (s, n) = elem_of(e);
-        let dims: Vec<usize> = d
-            .args
-            .iter()
-            .map(|&a| match p.value(a).def {
-                weft_ir::ValueDef::Result(c, _) => match &p.op(c).imm {
-                    Imm::Const(k) => (k.lanes[0] as u32 as i32).max(1) as usize,
-                    _ => 1,
-                },
-                _ => 1,
-            })
-            .collect();
+        let dims = weft_ir::segment::shared_dims(p, op);
         let count: usize = dims.iter().product();
         let st = storage_ty(s);
         let mut planes = Vec::new();
