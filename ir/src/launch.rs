@@ -3,7 +3,7 @@
 
 use crate::interp::{Input, RunError};
 use crate::opcode::Opcode;
-use crate::program::{Imm, Module, ParamKind, Program};
+use crate::program::{Module, ParamKind, Program};
 use crate::{Const, Type};
 
 /// What an apply passes for one parameter, described without its data: an array's element
@@ -44,16 +44,8 @@ pub fn plan_program_launch<'m>(
     inputs: &[Input],
     shape: Option<&[usize]>,
 ) -> Result<(&'m Program, Vec<usize>, usize), RunError> {
-    for (i, inp) in inputs.iter().enumerate() {
-        if let Input::Array(a) = inp {
-            if a.data.len() != a.len() * a.elem.lanes().map_or(1, |(_, n)| n as usize) {
-                return Err(RunError::BadInput {
-                    program: name.to_string(),
-                    param: format!("#{i}"),
-                    message: "array data length does not match its shape".into(),
-                });
-            }
-        }
+    if let Some(p) = m.get(name) {
+        check_host_inputs(p, inputs)?;
     }
     let descs: Vec<ArgDesc> = inputs.iter().map(ArgDesc::of).collect();
     plan_program_launch_desc(m, name, &descs, shape)
@@ -82,8 +74,65 @@ pub fn plan_launch(
     inputs: &[Input],
     shape: Option<&[usize]>,
 ) -> Result<(Vec<usize>, usize), RunError> {
+    check_host_inputs(p, inputs)?;
     let descs: Vec<ArgDesc> = inputs.iter().map(ArgDesc::of).collect();
     plan_launch_desc(p, &descs, shape)
+}
+
+/// Checks that every host array among `inputs` holds as many elements as its shape says
+/// ([`HostArray::check`](crate::HostArray::check)): the arrays' data is about to be read by
+/// element number. Errors name the parameter.
+pub fn check_host_inputs(p: &Program, inputs: &[Input]) -> Result<(), RunError> {
+    for (i, inp) in inputs.iter().enumerate() {
+        if let Input::Array(a) = inp {
+            a.check().map_err(|message| RunError::BadInput {
+                program: p.name.clone(),
+                param: param_label(p, i),
+                message,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Parameter `i`'s name, or `#i` past the parameter list.
+fn param_label(p: &Program, i: usize) -> String {
+    if i < p.params.len() {
+        p.param_name(i).to_string()
+    } else {
+        format!("#{i}")
+    }
+}
+
+/// Checks a kernel launch's host arguments: [`check_kernel_args`] on their descriptions,
+/// then that each array holds as many elements as its shape says (kernels index buffers by
+/// element number, so a lying shape would be an out-of-bounds store).
+pub fn check_kernel_host_args(p: &Program, args: &[crate::KernelArg]) -> Result<(), RunError> {
+    let descs: Vec<ArgDesc> = args
+        .iter()
+        .map(|a| match a {
+            crate::KernelArg::Value(c) => ArgDesc::Uniform(*c),
+            crate::KernelArg::Array(h) => ArgDesc::Array {
+                elem: h.elem,
+                shape: &h.shape,
+            },
+            crate::KernelArg::Buffer(h) => ArgDesc::Array {
+                elem: h.elem,
+                shape: &h.shape,
+            },
+        })
+        .collect();
+    check_kernel_args(p, &descs)?;
+    for (i, a) in args.iter().enumerate() {
+        if let Some(h) = a.array() {
+            h.check().map_err(|message| RunError::BadInput {
+                program: p.name.clone(),
+                param: param_label(p, i),
+                message,
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// [`plan_launch`] from argument descriptions.
@@ -104,6 +153,17 @@ pub fn plan_launch_desc(
             expected: p.params.len(),
             got: inputs.len(),
         });
+    }
+    if let Some(s) = shape {
+        if !(1..=3).contains(&s.len()) {
+            return Err(RunError::Launch {
+                program: p.name.clone(),
+                message: format!(
+                    "launch shape {s:?} has {} axes; launches have 1 to 3",
+                    s.len()
+                ),
+            });
+        }
     }
     let mut launch: Option<Vec<usize>> = shape.map(<[usize]>::to_vec);
     let mut launch_from: Option<String> = shape.map(|_| "the explicit shape".to_string());
@@ -183,9 +243,8 @@ pub fn plan_launch_desc(
         program: p.name.clone(),
         message: format!("launch shape {launch:?} is too large to allocate its outputs"),
     };
-    let n = launch
-        .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
+    let n = crate::host::shape_len(&launch)
+        .ok()
         .filter(|&n| n <= isize::MAX as usize / 64)
         .ok_or_else(too_big)?;
     Ok((launch, n))
@@ -206,24 +265,22 @@ fn check_array_desc(ty: Type, elem: Type, shape: &[usize]) -> Result<(), String>
     if elem != want {
         return Err(format!("expects elements of type {want}, got {elem}"));
     }
+    crate::host::shape_len(shape)?;
     Ok(())
 }
 
 /// Checks that every `index`/`shape` op of `p` (and of the programs it calls) has as many
 /// lanes as the launch has axes.
 pub fn check_launch_rank(m: &Module, p: &Program, rank: usize) -> Result<(), RunError> {
-    fn go(m: &Module, p: &Program, rank: usize, depth: usize) -> Option<String> {
-        let mut bad = None;
-        p.walk(&mut |op| {
-            let d = p.op(op);
-            if bad.is_some() {
-                return;
-            }
-            if matches!(d.opcode, Opcode::Index | Opcode::Shape) {
+    let mut bad = None;
+    for q in m.reachable(p) {
+        q.walk(&mut |op| {
+            let d = q.op(op);
+            if bad.is_none() && matches!(d.opcode, Opcode::Index | Opcode::Shape) {
                 let l = d
                     .results
                     .first()
-                    .map_or(1, |&v| p.ty(v).lanes().map_or(1, |x| x.1 as usize));
+                    .map_or(1, |&v| q.ty(v).lanes().map_or(1, |x| x.1 as usize));
                 if l != rank {
                     bad = Some(format!(
                         "`{}` has {l} lane(s) but the launch has {rank} axes",
@@ -231,17 +288,9 @@ pub fn check_launch_rank(m: &Module, p: &Program, rank: usize) -> Result<(), Run
                     ));
                 }
             }
-            if let Imm::Callee(n) = &d.imm {
-                if let Some(c) = m.get(n) {
-                    if depth < 64 {
-                        bad = go(m, c, rank, depth + 1);
-                    }
-                }
-            }
         });
-        bad
     }
-    match go(m, p, rank, 0) {
+    match bad {
         Some(message) => Err(RunError::Launch {
             program: p.name.clone(),
             message,

@@ -9,6 +9,7 @@ pub mod abi;
 pub mod algebra;
 pub mod builder;
 pub mod diag;
+pub mod host;
 pub mod interp;
 pub mod konst;
 pub mod launch;

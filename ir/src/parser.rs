@@ -262,10 +262,11 @@ impl<'a> Parser<'a> {
                 return self.err(t, "arrays have 1, 2 or 3 axes");
             }
             self.keyword("x")?;
-            let elem = self.ty()?;
-            if elem.is_array() {
+            // Checked before parsing the element, so nested array types never recurse.
+            if self.is_word("array") {
                 return self.err(t, "array elements must be scalars or tuples");
             }
+            let elem = self.ty()?;
             let mut boundary = Boundary::Clamp;
             if self.eat_punct(b',') {
                 let (bt, w) = self.word("a boundary mode (clamp, repeat, constant(...))")?;

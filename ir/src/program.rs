@@ -427,4 +427,37 @@ impl Module {
     pub fn position(&self, name: &str) -> Option<usize> {
         self.programs.iter().position(|p| p.name == name)
     }
+
+    /// `p` and every program it calls, directly or not, each once (`p` first). Walks each
+    /// program once, without recursion, so a call DAG of any depth and any number of paths
+    /// costs time linear in its size.
+    pub fn reachable<'a>(&'a self, p: &'a Program) -> Vec<&'a Program> {
+        let mut seen = vec![false; self.programs.len()];
+        let mut out = vec![p];
+        let mut i = 0;
+        while let Some(&q) = out.get(i) {
+            i += 1;
+            q.walk(&mut |op| {
+                if let Imm::Callee(name) = &q.op(op).imm {
+                    if let Some(k) = self.position(name) {
+                        if !seen[k] && !std::ptr::eq(&self.programs[k], p) {
+                            seen[k] = true;
+                            out.push(&self.programs[k]);
+                        }
+                    }
+                }
+            });
+        }
+        out
+    }
+
+    /// True if `p` or a program it calls (directly or not) has an op whose opcode satisfies
+    /// `f` ([`Module::reachable`]).
+    pub fn reaches_op(&self, p: &Program, f: impl Fn(Opcode) -> bool) -> bool {
+        self.reachable(p).into_iter().any(|q| {
+            let mut found = false;
+            q.walk(&mut |op| found |= f(q.op(op).opcode));
+            found
+        })
+    }
 }

@@ -36,22 +36,7 @@ pub fn uniform_values_with(m: &Module, p: &Program, params: &[bool]) -> Vec<bool
 
 /// True if `p` or a program it calls reads `index`.
 pub fn uses_index(m: &Module, p: &Program) -> bool {
-    fn go(m: &Module, p: &Program, depth: usize) -> bool {
-        let mut found = false;
-        p.walk(&mut |op| {
-            let d = p.op(op);
-            if d.opcode == Opcode::Index {
-                found = true;
-            }
-            if let Imm::Callee(name) = &d.imm {
-                if let Some(c) = m.get(name) {
-                    found |= depth < 64 && go(m, c, depth + 1);
-                }
-            }
-        });
-        found
-    }
-    go(m, p, 0)
+    m.reaches_op(p, |o| o == Opcode::Index)
 }
 
 /// True if `a` is a read-only array parameter (not a kernel's buffer or shared array).

@@ -323,20 +323,7 @@ fn yield_uniform(p: &Program, r: Region, uni: &[bool]) -> bool {
 
 /// True if `p` or a program it calls uses `index` or `shape` (which kernels may not call).
 pub fn uses_launch(m: &Module, p: &Program) -> bool {
-    fn go(m: &Module, p: &Program, depth: usize) -> bool {
-        let mut found = false;
-        p.walk(&mut |op| {
-            let d = p.op(op);
-            found |= matches!(d.opcode, Opcode::Index | Opcode::Shape);
-            if let Imm::Callee(name) = &d.imm {
-                if let Some(c) = m.get(name) {
-                    found |= depth < 64 && go(m, c, depth + 1);
-                }
-            }
-        });
-        found
-    }
-    go(m, p, 0)
+    m.reaches_op(p, |o| matches!(o, Opcode::Index | Opcode::Shape))
 }
 
 impl V<'_> {
@@ -348,8 +335,14 @@ impl V<'_> {
     /// (`what` names those values in messages).
     fn region(&mut self, r: Region, yields: &[Type], term: Opcode, what: &str, depth: usize) {
         let p = self.p;
-        if depth > 10_000 {
-            self.err(p.loc, "regions nested too deeply".into());
+        if depth > crate::parser::MAX_DEPTH {
+            self.err(
+                p.loc,
+                format!(
+                    "regions nested more than {} deep (the lowerings recurse per level)",
+                    crate::parser::MAX_DEPTH
+                ),
+            );
             return;
         }
         let mut defined_here: Vec<Value> = p.region(r).args.clone();
@@ -699,6 +692,7 @@ fn check_recursion(m: &Module, errs: &mut Vec<Diagnostic>) {
         })
         .collect();
     let mut state = vec![0u8; n];
+    let mut depth = vec![0usize; n];
     for root in 0..n {
         if state[root] != 0 {
             continue;
@@ -728,8 +722,26 @@ fn check_recursion(m: &Module, errs: &mut Vec<Diagnostic>) {
                 }
             } else {
                 state[u] = 2;
+                // Calls nest at most MAX_CALL_DEPTH deep (callees are finished: post-order).
+                depth[u] = 1 + callees[u].iter().map(|&w| depth[w]).max().unwrap_or(0);
+                if depth[u] == MAX_CALL_DEPTH + 1 {
+                    let p = &m.programs[u];
+                    errs.push(at(
+                        p,
+                        p.loc,
+                        format!(
+                            "@{} starts a chain of calls {} programs deep; calls nest at most {MAX_CALL_DEPTH} deep",
+                            p.name, depth[u]
+                        ),
+                    ));
+                }
                 stack.pop();
             }
         }
     }
 }
+
+/// The deepest chain of calls a module may hold (programs calling programs): compiled code
+/// inlines calls and the interpreter runs them on the stack, so the depth is bounded like
+/// the parser's region nesting.
+pub const MAX_CALL_DEPTH: usize = 256;

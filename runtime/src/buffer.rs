@@ -93,17 +93,30 @@ impl HostBuffer {
     /// kernel's output): the contents are unspecified (but initialised) values and the
     /// padding past `len` is zero. Reuses a pooled allocation when one fits.
     pub fn for_output(elem: Type, len: usize) -> HostBuffer {
+        // Sizes here come from arrays that already exist; launches over shapes from user
+        // input allocate through `try_for_output` and report an error instead.
+        HostBuffer::try_for_output(elem, len)
+            .unwrap_or_else(|| panic!("out of memory for a buffer of {len} elements of {elem}"))
+    }
+
+    /// [`HostBuffer::for_output`], or `None` when memory for `len` elements cannot be had
+    /// (a launch then reports an error instead of aborting the process).
+    pub fn try_for_output(elem: Type, len: usize) -> Option<HostBuffer> {
         let (s, nl) = scalar_lanes(elem);
-        let stride = HostBuffer::stride_for(len);
-        let words = (stride * storage_bytes(s) * nl).div_ceil(8);
+        let stride = len.checked_add(PAD)?.div_ceil(PAD) * PAD;
+        let bytes = weft_ir::host::byte_len(stride, storage_bytes(s) * nl).ok()?;
+        let words = bytes.div_ceil(8);
         let mut b = HostBuffer {
             elem,
             len,
             stride,
-            words: pool_take(words).unwrap_or_else(|| vec![0u64; words]),
+            words: match pool_take(words) {
+                Some(w) => w,
+                None => weft_ir::host::try_zeroed_words(words)?,
+            },
         };
         b.zero_padding();
-        b
+        Some(b)
     }
 
     /// Elements per plane of a buffer of `len` elements (`len + PAD`, rounded up to `PAD`).

@@ -776,10 +776,7 @@ impl CudaDevice {
         let p = m
             .get(name)
             .ok_or_else(|| RunError::UnknownProgram(name.to_string()))?;
-        let descs: Vec<weft_ir::launch::ArgDesc> =
-            args.iter().map(crate::cpu::kernel_arg_desc).collect();
-        weft_ir::launch::check_kernel_args(p, &descs)?;
-        drop(descs);
+        weft_ir::launch::check_kernel_host_args(p, args)?;
         let kernel = self.kernel_with(m, name, self.config().fast_math)?;
         if grid.group_size() > kernel.max_block as usize {
             return Err(RunError::Launch {

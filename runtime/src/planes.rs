@@ -90,6 +90,13 @@ impl Plane {
         Plane(vec![0u8; plane_bytes(s, len)])
     }
 
+    /// A zeroed plane of `len` elements of `s`, or `None` when the memory cannot be had
+    /// (an output of a huge launch shape: an error, not an abort).
+    pub(crate) fn try_new(s: ScalarType, len: usize) -> Option<Plane> {
+        let bytes = weft_ir::host::byte_len(len.max(1), storage_bytes(s)).ok()?;
+        weft_ir::host::try_zeroed_bytes(bytes).map(Plane)
+    }
+
     /// Lane `lane` of every element of `a`, padded with zeros to `len` elements.
     pub(crate) fn from_array(a: &HostArray, lane: usize, len: usize) -> Plane {
         let mut p = Plane::new(scalar_lanes(a.elem).0, len);

@@ -282,22 +282,7 @@ impl Interpreter<'_> {
         grid: &KernelGrid,
     ) -> Result<(), RunError> {
         let p = self.program(program)?;
-        let descs: Vec<crate::launch::ArgDesc> = args
-            .iter()
-            .map(|a| match a {
-                KernelArg::Value(c) => crate::launch::ArgDesc::Uniform(*c),
-                KernelArg::Array(h) => crate::launch::ArgDesc::Array {
-                    elem: h.elem,
-                    shape: &h.shape,
-                },
-                KernelArg::Buffer(h) => crate::launch::ArgDesc::Array {
-                    elem: h.elem,
-                    shape: &h.shape,
-                },
-            })
-            .collect();
-        crate::launch::check_kernel_args(p, &descs)?;
-        drop(descs);
+        crate::launch::check_kernel_host_args(p, args)?;
         for (i, (par, a)) in p.params.iter().zip(args.iter()).enumerate() {
             let ok = match a {
                 KernelArg::Buffer(_) => par.kind == ParamKind::Buffer,

@@ -47,9 +47,31 @@ impl HostArray {
         }
     }
 
-    /// Number of elements.
+    /// Number of elements: the product of the shape, or `usize::MAX` when it overflows (an
+    /// array that [`HostArray::check`] rejects).
     pub fn len(&self) -> usize {
-        self.shape.iter().product()
+        crate::host::shape_len(&self.shape).unwrap_or(usize::MAX)
+    }
+
+    /// Checks that the shape's element count is representable ([`crate::host::shape_len`])
+    /// and that `data` holds exactly that many elements of `elem`. Every launch checks its
+    /// host arrays with this before reading them, so an array built from a lying file header
+    /// is an error, never an out-of-bounds access.
+    ///
+    /// Errors: a message naming the shape and the data length.
+    pub fn check(&self) -> Result<(), String> {
+        let n = crate::host::shape_len(&self.shape)?;
+        let lanes = lanes_of(self.elem);
+        if n.checked_mul(lanes) != Some(self.data.len()) {
+            return Err(format!(
+                "array data length {} does not match its shape {:?} of {} (expected {} lanes)",
+                self.data.len(),
+                self.shape,
+                self.elem,
+                n.saturating_mul(lanes)
+            ));
+        }
+        Ok(())
     }
 
     /// True if there are no elements.
@@ -176,11 +198,25 @@ struct Ctx<'a> {
 
 impl<'m> Interpreter<'m> {
     /// An interpreter with [`DEFAULT_FUEL`] per element. The module must verify. If it has
-    /// math function ops, the interpreter runs an expanded copy (each expanded op costs fuel).
+    /// math function ops, the interpreter runs an expanded copy (each expanded op costs fuel);
+    /// identical calls (same callee and arguments in one scope) run once.
     pub fn new(module: &'m Module) -> Interpreter<'m> {
-        let module = if crate::passes::math::has_math(module) {
+        let has_math = crate::passes::math::has_math(module);
+        let repeated_calls = module.programs.iter().any(|p| {
+            let mut calls = 0;
+            p.walk(&mut |op| calls += usize::from(p.op(op).opcode == Opcode::Call));
+            calls > 1
+        });
+        let module = if has_math || repeated_calls {
             let mut m = module.clone();
-            crate::passes::expand_math(&mut m);
+            if has_math {
+                crate::passes::expand_math(&mut m);
+            }
+            // Identical calls run once (programs are pure): a program calling another twice
+            // with the same arguments, down a chain, costs linear time, not exponential.
+            for p in &mut m.programs {
+                crate::passes::cse::cse_calls(p);
+            }
             Cow::Owned(m)
         } else {
             Cow::Borrowed(module)
@@ -773,10 +809,7 @@ pub(crate) fn check_array(ty: Type, a: &HostArray) -> Result<(), String> {
     if a.elem != elem {
         return Err(format!("expects elements of type {elem}, got {}", a.elem));
     }
-    if a.data.len() != a.len() * lanes_of(a.elem) {
-        return Err("array data length does not match its shape".into());
-    }
-    Ok(())
+    a.check()
 }
 
 /// Reads element `coords` of `a` under `boundary` (DESIGN §2). Empty arrays read as zero

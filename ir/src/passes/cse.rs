@@ -28,7 +28,20 @@ pub fn cse_program(p: &mut Program) {
     }
     let mut map = ValueMap::new();
     let mut scopes = vec![HashMap::new()];
-    region(p, p.body, &mut scopes, &mut map);
+    region(p, p.body, &mut scopes, &mut map, false);
+    substitute(p, &map);
+}
+
+/// Merges only the redundant calls of `p` (same callee, same arguments, in the same region
+/// or an enclosing one): what inlining does first, so a program that calls another twice
+/// with the same arguments inlines one copy. Exact: programs are pure. Kernels are skipped.
+pub fn cse_calls(p: &mut Program) {
+    if p.kind == crate::program::ProgramKind::Kernel {
+        return;
+    }
+    let mut map = ValueMap::new();
+    let mut scopes = vec![HashMap::new()];
+    region(p, p.body, &mut scopes, &mut map, true);
     substitute(p, &map);
 }
 
@@ -45,6 +58,7 @@ fn region(
     r: Region,
     scopes: &mut Vec<HashMap<Key, Vec<Value>>>,
     map: &mut ValueMap,
+    calls_only: bool,
 ) {
     let ops = std::mem::take(&mut p.region_mut(r).ops);
     let mut out = Vec::with_capacity(ops.len());
@@ -56,9 +70,13 @@ fn region(
         if d.opcode.has_regions() || d.opcode.is_terminator() {
             for c in d.regions.clone() {
                 scopes.push(HashMap::new());
-                region(p, c, scopes, map);
+                region(p, c, scopes, map, calls_only);
                 scopes.pop();
             }
+            out.push(op);
+            continue;
+        }
+        if calls_only && d.opcode != Opcode::Call {
             out.push(op);
             continue;
         }

@@ -1,6 +1,9 @@
-//! Inlining: every `call` is replaced by a copy of the callee's body (callees first inlined
-//! themselves), so later passes and the backends see one flat program. The verifier rejects
-//! recursion, so this terminates.
+//! Inlining: every `call` is replaced by a copy of the callee's body, so later passes and
+//! the backends see one flat program. Programs are flattened callees first, each once, and
+//! identical calls (same callee, same arguments: programs are pure) are merged before they
+//! are inlined, so a call DAG costs time linear in its size, not in its number of paths
+//! (a chain where each program calls the next twice with the same arguments stays linear).
+//! The verifier rejects recursion, so this terminates.
 
 use super::util::{copy_ops, mapped, substitute, ValueMap};
 use crate::opcode::Opcode;
@@ -9,18 +12,80 @@ use crate::program::{Imm, Module, Program, Region};
 /// Inlines every call in every program of `m`. Callees stay in the module (a later
 /// `dce-inputs`-style cleanup or the user removes programs no longer needed).
 pub fn inline_module(m: &mut Module) {
-    // Callees are inlined before their callers use them: repeat until no call is left
-    // (each round removes one level of the acyclic call graph).
-    for _ in 0..=m.programs.len() {
-        let snapshot = m.clone();
-        let mut changed = false;
-        for p in &mut m.programs {
-            changed |= inline_program(&snapshot, p);
+    let all: Vec<usize> = (0..m.programs.len()).collect();
+    inline_in_order(m, &callees_first(m, &all));
+}
+
+/// Inlines every call in program `name` of `m` and in the programs it calls (directly or
+/// not); other programs are left as they are. What the backends run before lowering, so
+/// they never lower a call.
+pub fn inline_reachable(m: &mut Module, name: &str) {
+    if let Some(root) = m.position(name) {
+        inline_in_order(m, &callees_first(m, &[root]));
+    }
+}
+
+/// Flattens the programs `order` names (callees before callers): each program's identical
+/// calls are merged ([`super::cse::cse_calls`]) and its calls replaced by the already flat
+/// callees' bodies.
+fn inline_in_order(m: &mut Module, order: &[usize]) {
+    for &i in order {
+        let has_call = {
+            let p = &m.programs[i];
+            let mut found = false;
+            p.walk(&mut |op| found |= p.op(op).opcode == Opcode::Call);
+            found
+        };
+        if !has_call {
+            continue;
         }
-        if !changed {
-            break;
+        let mut p = std::mem::replace(&mut m.programs[i], Program::new(""));
+        super::cse::cse_calls(&mut p);
+        inline_program(m, &mut p);
+        m.programs[i] = p;
+    }
+}
+
+/// The programs reachable from `roots` through calls, callees before their callers
+/// (a post-order of the acyclic call graph, computed without recursion).
+pub fn callees_first(m: &Module, roots: &[usize]) -> Vec<usize> {
+    let callees: Vec<Vec<usize>> = m
+        .programs
+        .iter()
+        .map(|p| {
+            let mut c = Vec::new();
+            p.walk(&mut |op| {
+                if let Imm::Callee(name) = &p.op(op).imm {
+                    if let Some(i) = m.position(name) {
+                        c.push(i);
+                    }
+                }
+            });
+            c
+        })
+        .collect();
+    let mut seen = vec![false; m.programs.len()];
+    let mut order = Vec::new();
+    for &root in roots {
+        if seen[root] {
+            continue;
+        }
+        seen[root] = true;
+        let mut stack = vec![(root, 0usize)];
+        while let Some(&mut (u, ref mut k)) = stack.last_mut() {
+            if let Some(&w) = callees[u].get(*k) {
+                *k += 1;
+                if !seen[w] {
+                    seen[w] = true;
+                    stack.push((w, 0));
+                }
+            } else {
+                order.push(u);
+                stack.pop();
+            }
         }
     }
+    order
 }
 
 /// Inlines the calls in `p` whose callees are in `m` (one level: the callees' own calls are

@@ -22,6 +22,31 @@ use crate::diag::Errors;
 use crate::program::Module;
 use std::fmt;
 
+/// The module a backend lowers program `name` from: math functions expanded (DESIGN §3,
+/// the interpreter runs the same expansion) and the calls of `name` and of what it calls
+/// inlined callees first with identical calls merged ([`inline::inline_reachable`]), so a
+/// lowering never meets a `call` and a call DAG costs time linear in its size. Borrows `m`
+/// when neither applies. Exact: both transformations keep every bit of every result.
+pub fn for_lowering<'m>(m: &'m Module, name: &str) -> std::borrow::Cow<'m, Module> {
+    let has_call = m.programs.iter().any(|p| {
+        let mut found = false;
+        p.walk(&mut |op| found |= p.op(op).opcode == crate::Opcode::Call);
+        found
+    });
+    let has_math = math::has_math(m);
+    if !has_call && !has_math {
+        return std::borrow::Cow::Borrowed(m);
+    }
+    let mut c = m.clone();
+    if has_math {
+        expand_math(&mut c);
+    }
+    if has_call {
+        inline::inline_reachable(&mut c, name);
+    }
+    std::borrow::Cow::Owned(c)
+}
+
 /// One pass of a pipeline, by its name in pipeline strings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pass {
