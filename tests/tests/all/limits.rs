@@ -6,16 +6,59 @@
 
 use std::sync::Arc;
 use weft_ir::{Const, HostArray, Input, Interpreter, KernelArg, KernelGrid, Module, Type};
-use weft_runtime::{CpuDevice, HostCompiler};
+use weft_runtime::{CpuDevice, CudaDevice, HostCompiler, RuntimeError};
 
-fn cpus() -> Vec<(&'static str, CpuDevice)> {
-    vec![
-        ("cranelift", CpuDevice::new()),
+/// A compiled-code device: the CPU with either compiler, or the GPU.
+enum Dev {
+    Cpu(CpuDevice),
+    Cuda(&'static CudaDevice),
+}
+
+impl Dev {
+    fn apply(
+        &self,
+        m: &Module,
+        name: &str,
+        ins: &[Input],
+        shape: Option<&[usize]>,
+    ) -> Result<Vec<HostArray>, RuntimeError> {
+        match self {
+            Dev::Cpu(d) => d.apply(m, name, ins, shape),
+            Dev::Cuda(d) => d.apply(m, name, ins, shape),
+        }
+    }
+
+    fn run_kernel(
+        &self,
+        m: &Module,
+        name: &str,
+        args: &mut [KernelArg],
+        grid: &KernelGrid,
+    ) -> Result<(), RuntimeError> {
+        match self {
+            Dev::Cpu(d) => d.run_kernel(m, name, args, grid),
+            Dev::Cuda(d) => d.run_kernel(m, name, args, grid),
+        }
+    }
+}
+
+/// Cranelift, LLVM and, where a GPU and driver are present, CUDA (else a message says why
+/// it is skipped).
+fn devices() -> Vec<(&'static str, Dev)> {
+    let mut d = vec![
+        ("cranelift", Dev::Cpu(CpuDevice::new())),
         (
             "llvm",
-            CpuDevice::with_compiler(HostCompiler::Llvm(Default::default())),
+            Dev::Cpu(CpuDevice::with_compiler(HostCompiler::Llvm(
+                Default::default(),
+            ))),
         ),
-    ]
+    ];
+    match weft_tests::filetest::cuda_device() {
+        Ok(g) => d.push(("cuda", Dev::Cuda(g))),
+        Err(e) => eprintln!("limits: skipping cuda: {e}"),
+    }
+    d
 }
 
 /// `@p0` … `@p{n}`: each `@p{i}` calls `@p{i+1}` twice with the same argument and adds the
@@ -48,7 +91,7 @@ fn a_call_dag_with_2_to_the_40_paths_runs_on_every_backend() {
         .apply("p0", &ins, None)
         .expect("interp");
     assert_eq!(interp[0].to_f32(), want, "interp");
-    for (name, dev) in cpus() {
+    for (name, dev) in devices() {
         let out = dev.apply(&m, "p0", &ins, None).expect(name);
         assert_eq!(out[0].data, interp[0].data, "{name}");
     }
@@ -75,7 +118,7 @@ fn call_chains_deeper_than_the_limit_are_verifier_errors() {
     let limit = weft_ir::verify::MAX_CALL_DEPTH;
     let ok = module(&chain(limit - 1));
     let x = [Input::Array(Arc::new(HostArray::from_f32(&[2.5])))];
-    for (name, dev) in cpus() {
+    for (name, dev) in devices() {
         let out = dev.apply(&ok, "p0", &x, None).expect(name);
         assert_eq!(out[0].to_f32(), vec![2.5], "{name}");
     }
@@ -142,7 +185,7 @@ fn arrays_whose_shape_does_not_match_their_data_are_launch_errors() {
             .apply("g", &ins, shape)
             .expect_err("interp");
         assert!(e.to_string().contains("`m`"), "interp: {e}");
-        for (name, dev) in cpus() {
+        for (name, dev) in devices() {
             let e = dev.apply(&m, "g", &ins, shape).expect_err(name);
             assert!(e.to_string().contains("`m`"), "{name}: {e}");
         }
@@ -171,7 +214,7 @@ fn kernel_stores_never_reach_past_a_buffer() {
         .run_kernel("k", &mut [KernelArg::Buffer(&mut b)], &grid)
         .expect("interp");
     assert_eq!(b, empty);
-    for (name, dev) in cpus() {
+    for (name, dev) in devices() {
         let mut b = empty.clone();
         dev.run_kernel(&m, "k", &mut [KernelArg::Buffer(&mut b)], &grid)
             .expect(name);
@@ -184,7 +227,7 @@ fn kernel_stores_never_reach_past_a_buffer() {
             .run_kernel("k", &mut [KernelArg::Buffer(&mut b)], &grid)
             .expect_err("interp");
         assert!(e.to_string().contains("`a`"), "interp: {e}");
-        for (name, dev) in cpus() {
+        for (name, dev) in devices() {
             let mut b = bad.clone();
             let e = dev
                 .run_kernel(&m, "k", &mut [KernelArg::Buffer(&mut b)], &grid)
@@ -209,10 +252,13 @@ fn launches_too_large_for_memory_are_errors() {
             e.to_string().contains("too large to allocate"),
             "interp: {e}"
         );
-        for (name, dev) in cpus() {
+        for (name, dev) in devices() {
             let e = dev.apply(&m, "z", &[], Some(&shape)).expect_err(name);
+            // The GPU may report its own allocation failure (the driver names the call).
+            let msg = e.to_string();
             assert!(
-                e.to_string().contains("too large to allocate"),
+                msg.contains("too large to allocate")
+                    || (name == "cuda" && msg.contains("cuMemAlloc")),
                 "{name}: {e}"
             );
         }
@@ -221,7 +267,7 @@ fn launches_too_large_for_memory_are_errors() {
         .apply("z", &[], Some(&[1, 2, 3, 4]))
         .expect_err("4 axes");
     assert!(e.to_string().contains("launches have 1 to 3"), "{e}");
-    for (name, dev) in cpus() {
+    for (name, dev) in devices() {
         let e = dev
             .apply(&m, "z", &[], Some(&[1, 2, 3, 4]))
             .expect_err(name);
