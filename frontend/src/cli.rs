@@ -1,10 +1,15 @@
 //! The `weft` command-line interface (clap): `check`, `fmt`, `emit`, `devices`, `run`, and
 //! the module transformations `opt`, `compose`, `bundle`, `bind` and `specialize`
 //! (implemented in [`transform`]).
-//! Exit codes: 0 success, 1 bad input (with a message naming the place), 2 usage.
+//! Exit codes: 0 success, 1 bad input (with a message naming the place), 2 usage (clap's
+//! errors, values its parsers refuse — [`parse_shape`], [`parse_axes`], `NAME=VALUE`
+//! arguments — and [`usage_errors`]). Input files must be regular files
+//! ([`crate::data::open_regular`]); output files are checked before computing and written
+//! atomically ([`outputs`]).
 
 pub mod fuzz;
 pub mod iteration;
+pub mod outputs;
 pub mod transform;
 
 use crate::npy;
@@ -46,10 +51,10 @@ pub enum Command {
         /// The .weft file.
         file: PathBuf,
         /// What to print: `clif`, `llvm-ir`, `asm`, `ptx-ir` or `ptx`.
-        #[arg(long, default_value = "clif")]
+        #[arg(long, default_value = "clif", value_parser = ["clif", "llvm-ir", "asm", "ptx-ir", "ptx"])]
         target: String,
         /// Compute capability for `ptx`/`ptx-ir` as major*10+minor (70 … 90).
-        #[arg(long, default_value_t = 90)]
+        #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u32).range(20..=90))]
         sm: u32,
         /// Fast-math code (LLVM targets): see docs/semantics.md.
         #[arg(long)]
@@ -70,42 +75,46 @@ pub enum Command {
         /// Backend: `cranelift` (compiled SIMD code on the CPU, the default), `llvm` (LLVM
         /// on the CPU), `cuda` (LLVM → PTX on an NVIDIA GPU) or `interp` (the reference
         /// interpreter).
-        #[arg(long, default_value = "cranelift")]
+        #[arg(long, default_value = "cranelift", value_parser = BACKENDS)]
         backend: String,
         /// GPU index for `--backend cuda` (see `weft devices`).
         #[arg(long, default_value_t = 0)]
         device: usize,
         /// Threads per block for `--backend cuda` (default: chosen by occupancy). For a
         /// kernel: work-items per work-group, 1 to 3 axes, x first (e.g. `16,16`).
-        #[arg(long, value_delimiter = ',')]
-        block: Option<Vec<u32>>,
+        #[arg(long, value_parser = parse_axes)]
+        block: Option<Axes>,
         /// Blocks in the grid for `--backend cuda` (default: enough to fill the device). For
         /// a kernel: work-groups, 1 to 3 axes, x first (e.g. `64,64`).
-        #[arg(long, value_delimiter = ',')]
-        grid: Option<Vec<u32>>,
+        #[arg(long, value_parser = parse_axes)]
+        grid: Option<Axes>,
         /// Fast-math code for `llvm` and `cuda` (results may differ from the interpreter;
         /// docs/semantics.md).
         #[arg(long)]
         fast_math: bool,
         /// An input: NAME=PATH.npy (varying or array parameter), NAME=PATH.png (an 8-bit
         /// image as a 2-D array of grey levels 0…255, f32 or u8), NAME=NUMBER or
-        /// NAME=N1,N2,.. (uniform scalar or tuple).
-        #[arg(long = "in", value_name = "NAME=VALUE")]
+        /// NAME=N1,N2,.. (uniform scalar or tuple). Each input once; files must be regular
+        /// files.
+        #[arg(long = "in", value_name = "NAME=VALUE", value_parser = parse_name_value)]
         inputs: Vec<String>,
         /// Save an output: NAME=PATH.npy (NAME is the output's name or position), or
-        /// NAME=PATH.png for a 2-D scalar output (a heat map with a colour bar).
-        #[arg(long = "out", value_name = "NAME=PATH")]
+        /// NAME=PATH.png for a 2-D scalar output (a heat map with a colour bar). Checked
+        /// before the run (the directory must exist and be writable; no two outputs and no
+        /// output and input may name one file) and written atomically (a temporary file
+        /// renamed over PATH once every output is written).
+        #[arg(long = "out", value_name = "NAME=PATH", value_parser = parse_name_value)]
         outputs: Vec<String>,
-        /// Launch shape (e.g. 64,64) for a program with no varying input.
-        #[arg(long, value_delimiter = ',')]
-        shape: Option<Vec<usize>>,
-        /// Run the program up to N times, feeding outputs back into inputs (`--feed`) after
-        /// each run; with `--until`, stop as soon as the condition holds.
-        #[arg(long, value_name = "N", default_value_t = 1)]
+        /// Launch shape (e.g. 64,64: 1 to 3 axes) for a program with no varying input.
+        #[arg(long, value_parser = parse_shape)]
+        shape: Option<Shape>,
+        /// Run the program up to N times (N ≥ 1), feeding outputs back into inputs
+        /// (`--feed`) after each run; with `--until`, stop as soon as the condition holds.
+        #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse_iterate)]
         iterate: u64,
         /// With `--iterate`: after each run, output OUT becomes input IN of the next run
         /// (same type; a varying output may feed an array input of the same rank).
-        #[arg(long, value_name = "OUT=IN")]
+        #[arg(long, value_name = "OUT=IN", value_parser = parse_name_value)]
         feed: Vec<String>,
         /// With `--iterate`: stop once the largest element of output OUT is below TOL (a
         /// NaN never is), e.g. `--until delta<1e-4`.
@@ -275,6 +284,126 @@ pub enum Command {
     },
 }
 
+/// The names `weft run --backend` takes.
+pub const BACKENDS: [&str; 4] = ["cranelift", "llvm", "cuda", "interp"];
+
+/// The axes of `--grid` or `--block`: 1 to 3 numbers of at least 1, x first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Axes(pub Vec<u32>);
+
+/// A launch shape (`--shape`): 1 to 3 extents whose product fits `usize`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shape(pub Vec<usize>);
+
+/// Parses one comma-separated part of a list of counts: a whole number of at most `max`.
+fn parse_count<T: std::str::FromStr + std::fmt::Display>(part: &str, max: T) -> Result<T, String> {
+    let t = part.trim();
+    t.parse().map_err(|_| {
+        if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+            format!("`{t}` is too large (at most {max})")
+        } else {
+            format!("`{t}` is not a whole number")
+        }
+    })
+}
+
+/// Parses `--grid`/`--block`: 1 to 3 comma-separated numbers, each 1 to 2^32 − 1.
+///
+/// Errors (clap reports them as usage errors, exit code 2): more than 3 axes, an axis that
+/// is 0, too large or not a number.
+pub fn parse_axes(s: &str) -> Result<Axes, String> {
+    let parts: Vec<&str> = s.split(',').collect();
+    if parts.len() > 3 {
+        return Err(format!(
+            "launches have 1 to 3 axes; `{s}` has {}",
+            parts.len()
+        ));
+    }
+    let mut axes = Vec::new();
+    for part in parts {
+        let n = parse_count(part, u32::MAX)?;
+        if n == 0 {
+            return Err("each axis must be at least 1".into());
+        }
+        axes.push(n);
+    }
+    Ok(Axes(axes))
+}
+
+/// Parses `--shape`: 1 to 3 comma-separated extents whose product (the launch's element
+/// count) fits `usize`; an extent may be 0 (an empty launch), and then the product of the
+/// others must fit too.
+///
+/// Errors (usage errors, exit code 2): more than 3 axes, an extent that is too large or
+/// not a number, a product that overflows.
+pub fn parse_shape(s: &str) -> Result<Shape, String> {
+    let parts: Vec<&str> = s.split(',').collect();
+    if parts.len() > 3 {
+        return Err(format!(
+            "launches have 1 to 3 axes; `{s}` has {}",
+            parts.len()
+        ));
+    }
+    let mut dims = Vec::new();
+    // The non-zero extents' product: an empty launch with huge other extents would still
+    // overflow the strides computed from them.
+    let mut count: usize = 1;
+    for part in parts {
+        let n = parse_count(part, usize::MAX)?;
+        count = count
+            .checked_mul(n.max(1))
+            .ok_or_else(|| format!("`{s}` has more elements than fit in 64 bits"))?;
+        dims.push(n);
+    }
+    Ok(Shape(dims))
+}
+
+/// Parses `--iterate N`: a whole number of at least 1.
+///
+/// Errors (usage errors, exit code 2): 0, or not a whole number.
+pub fn parse_iterate(s: &str) -> Result<u64, String> {
+    match parse_count(s, u64::MAX)? {
+        0 => Err("N must be at least 1 (the number of runs)".into()),
+        n => Ok(n),
+    }
+}
+
+/// Checks a `NAME=VALUE` argument (`--in`, `--out`, `--feed`): a non-empty name before an
+/// `=`.
+///
+/// Errors (usage errors, exit code 2): no `=`, or nothing before it.
+pub fn parse_name_value(s: &str) -> Result<String, String> {
+    match s.split_once('=') {
+        Some((n, _)) if !n.trim().trim_start_matches('%').is_empty() => Ok(s.to_string()),
+        Some(_) => Err("the NAME before `=` is empty".into()),
+        None => Err("expected NAME=VALUE, with an `=`".into()),
+    }
+}
+
+/// Usage errors clap cannot see: the same input given twice to `weft run --in`.
+///
+/// Errors: a message (without `error: `) naming the argument.
+pub fn usage_errors(cli: &Cli) -> Result<(), String> {
+    if let Command::Run { inputs, .. } = &cli.command {
+        let mut seen: Vec<(&str, &str)> = Vec::new();
+        for spec in inputs {
+            let name = spec
+                .split_once('=')
+                .map_or(spec.as_str(), |(n, _)| n)
+                .trim()
+                .trim_start_matches('%');
+            if let Some((_, first)) = seen.iter().find(|(n, _)| *n == name) {
+                return Err(format!(
+                    "--in {spec}: input `{name}` is given twice (also --in {first}); give each \
+                     input once"
+                ));
+            }
+            seen.push((name, spec));
+        }
+    }
+    Ok(())
+}
+
 /// A CLI failure: a message for stderr; exit code 1.
 #[derive(Debug)]
 pub struct CliError(pub String);
@@ -312,6 +441,10 @@ pub fn run_args(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i3
             return code;
         }
     };
+    if let Err(msg) = usage_errors(&cli) {
+        let _ = writeln!(err, "error: {msg}");
+        return 2;
+    }
     let mut buf = Vec::new();
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         run_to(cli, &mut buf, &mut *err)
@@ -526,6 +659,8 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
             }
             let m = load(&file)?;
             let p = choose_program(&m, program.as_deref(), &file)?;
+            let shape = shape.map(|s| s.0);
+            let (grid, block) = (grid.map(|a| a.0), block.map(|a| a.0));
             if p.kind == weft_ir::ProgramKind::Kernel {
                 let grid = kernel_grid(p, grid.as_deref(), block.as_deref())?;
                 let k = KernelRun {
@@ -546,7 +681,6 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
             let one = |v: Option<Vec<u32>>, flag: &str| -> Result<Option<u32>, CliError> {
                 match v.as_deref() {
                     None => Ok(None),
-                    Some([0]) => Err(format!("error: --{flag} must be at least 1").into()),
                     Some([x]) => Ok(Some(*x)),
                     Some(_) => Err(format!(
                         "error: --{flag} takes one number for a map program (several axes are for kernels)"
@@ -556,6 +690,12 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
             };
             let block = one(block, "block")?;
             let grid = one(grid, "grid")?;
+            // Every output is checked before anything is read or computed.
+            let outs_plan = outputs::check_outs(
+                &outputs,
+                |name| output_index(p, name, "--out"),
+                &input_files(p, &inputs),
+            )?;
             // The GPU first: a missing driver or device is reported before anything else.
             let cuda = if backend == "cuda" {
                 let mut dev = weft_runtime::CudaDevice::new(device)
@@ -612,17 +752,7 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
                     iteration::sum_f64(&outs[i])
                 );
             }
-            for spec in &outputs {
-                let (name, path) = split_eq(spec, "--out")?;
-                let i = output_index(p, name, "--out")?;
-                let path = Path::new(path);
-                if path.extension().is_some_and(|e| e == "png") {
-                    iteration::write_png(path, &outs[i])
-                        .map_err(|e| format!("error: --out {name}: {e}"))?;
-                } else {
-                    npy::write_npy(path, &outs[i]).map_err(|e| format!("error: {e}"))?;
-                }
-            }
+            outputs::write_outs(&outs_plan, |i| &outs[i])?;
             if outputs.is_empty() && sums.is_empty() {
                 for (i, a) in outs.iter().enumerate() {
                     let _ = writeln!(out, "{}", summary(&p.output_name(i), a));
@@ -671,6 +801,27 @@ fn run_kernel_cli(
     sums: &[String],
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
+    let buffer = |name: &str, flag: &str| -> Result<usize, CliError> {
+        p.param_index(name)
+            .filter(|&i| p.params[i].kind == weft_ir::ParamKind::Buffer)
+            .ok_or_else(|| {
+                format!(
+                    "error: {flag} {name}: @{} has no buffer parameter `{name}`",
+                    p.name
+                )
+                .into()
+            })
+    };
+    // Every output and sum is checked before anything is read or launched.
+    let outs = outputs::check_outs(
+        outputs,
+        |name| buffer(name, "--out"),
+        &input_files(p, inputs),
+    )?;
+    let sums: Vec<(&str, usize)> = sums
+        .iter()
+        .map(|name| Ok((name.as_str(), buffer(name, "--sum")?)))
+        .collect::<Result<_, CliError>>()?;
     let ins = bind_inputs(p, inputs)?;
     let mut owned: Vec<Option<HostArray>> = p
         .params
@@ -725,33 +876,13 @@ fn run_kernel_cli(
     r.map_err(|e| format!("error: {e}"))?;
     let secs = start.elapsed().as_secs_f64();
     drop(args);
-    let buffer = |name: &str, flag: &str| -> Result<usize, CliError> {
-        p.param_index(name)
-            .filter(|&i| p.params[i].kind == weft_ir::ParamKind::Buffer)
-            .ok_or_else(|| {
-                format!(
-                    "error: {flag} {name}: @{} has no buffer parameter `{name}`",
-                    p.name
-                )
-                .into()
-            })
-    };
-    for name in sums {
-        let i = buffer(name, "--sum")?;
-        let a = owned[i].as_ref().expect("buffer");
-        let _ = writeln!(out, "sum({name}) = {}", iteration::sum_f64(a));
+    // `check_outs` and the sums only accept buffer parameters, which `owned` holds.
+    let empty = HostArray::zeros(Type::f32(), &[0]);
+    let buffer_at = |i: usize| owned[i].as_ref().unwrap_or(&empty);
+    for &(name, i) in &sums {
+        let _ = writeln!(out, "sum({name}) = {}", iteration::sum_f64(buffer_at(i)));
     }
-    for spec in outputs {
-        let (name, path) = split_eq(spec, "--out")?;
-        let i = buffer(name, "--out")?;
-        let a = owned[i].as_ref().expect("buffer");
-        let path = Path::new(path);
-        if path.extension().is_some_and(|e| e == "png") {
-            iteration::write_png(path, a).map_err(|e| format!("error: --out {name}: {e}"))?;
-        } else {
-            npy::write_npy(path, a).map_err(|e| format!("error: {e}"))?;
-        }
-    }
+    outputs::write_outs(&outs, buffer_at)?;
     if outputs.is_empty() && sums.is_empty() {
         for (i, a) in owned.iter().enumerate() {
             if let Some(a) = a {
@@ -771,9 +902,25 @@ fn run_kernel_cli(
     Ok(())
 }
 
+/// The `--in` arguments of `p` that name files (those of varying, array and buffer
+/// inputs), with their paths: what `--out` must not replace.
+fn input_files(p: &Program, specs: &[String]) -> Vec<(String, PathBuf)> {
+    specs
+        .iter()
+        .filter_map(|spec| {
+            let (name, value) = split_eq(spec, "--in").ok()?;
+            let i = p.param_index(name)?;
+            (p.params[i].kind != ParamKind::Uniform).then(|| (spec.clone(), PathBuf::from(value)))
+        })
+        .collect()
+}
+
+/// Reads a `.weft` source file: a regular file (a FIFO or `/dev/zero` is refused before
+/// reading), at most the size it had when opened, as UTF-8 text; returns the text and the
+/// name for messages.
 fn read_source(path: &Path) -> Result<(String, String), CliError> {
     let name = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| format!("error: {name}: {e}"))?;
+    let bytes = crate::data::read_regular(path).map_err(|e| format!("error: {name}: {e}"))?;
     match String::from_utf8(bytes) {
         Ok(s) => Ok((s, name)),
         Err(e) => {

@@ -5,8 +5,9 @@
 //! Every operation takes verified programs and returns a new, compacted program (arenas
 //! without garbage) that verifies — in a module holding the programs it calls, if the
 //! operands call any — and prints and parses back identically. The operands are not changed.
-//! Misuse (an unknown input or output, a type or arity mismatch) is an [`AlgebraError`]
-//! naming the operation, the programs and the position concerned.
+//! Misuse (an unknown input or output, a type or arity mismatch, a kernel operand: the
+//! algebra takes map programs) is an [`AlgebraError`] naming the operation, the programs
+//! and the position concerned.
 //!
 //! Name rules of the results, common to all operations:
 //! - an operation on one program keeps its name; [`compose`] names the result
@@ -25,7 +26,7 @@ use crate::konst::Const;
 use crate::opcode::Opcode;
 use crate::passes::util::{self, ValueMap};
 use crate::passes::{dce, fold};
-use crate::program::{Imm, Output, ParamKind, Program, Value};
+use crate::program::{Imm, Output, ParamKind, Program, ProgramKind, Value};
 use crate::types::Type;
 use std::collections::HashSet;
 use std::fmt;
@@ -64,6 +65,23 @@ fn error(
         programs: programs.iter().map(|p| p.name.clone()).collect(),
         position,
         message: message.into(),
+    }
+}
+
+/// Refuses kernel operands, up front: the program algebra takes map programs (a kernel's
+/// buffers, barriers and work-item indices have no meaning in a composed or bound map).
+fn map_programs(op: &'static str, ps: &[&Program]) -> Result<(), AlgebraError> {
+    match ps.iter().find(|p| p.kind == ProgramKind::Kernel) {
+        Some(k) => Err(error(
+            op,
+            ps,
+            None,
+            format!(
+                "@{} is a kernel; the program algebra takes map programs",
+                k.name
+            ),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -247,9 +265,10 @@ impl<'a> Assembly<'a> {
 ///
 /// `input` is a parameter name, with or without `%`.
 ///
-/// Errors: no such input; an array input (use [`bind_array`]); `value.ty` differs from the
-/// input's type (the message gives the position and both types).
+/// Errors: a kernel operand; no such input; an array input (use [`bind_array`]); `value.ty`
+/// differs from the input's type (the message gives the position and both types).
 pub fn bind(p: &Program, input: &str, value: &Const) -> Result<Program, AlgebraError> {
+    map_programs("bind", &[p])?;
     let i = find_input("bind", p, input)?;
     let par = p.params[i];
     let ty = p.ty(par.value);
@@ -294,11 +313,12 @@ pub fn bind(p: &Program, input: &str, value: &Const) -> Result<Program, AlgebraE
 /// convolution mask becomes code that taps only its nonzeros), then dead code is removed
 /// ([`dce::dce_program`]) and the input disappears. The result keeps `p`'s name.
 ///
-/// Errors: no such input; the input is not an array (use [`bind`]); `value`'s element type,
-/// rank or data length does not fit the array type; the array is still used after folding
-/// (a `read` at coordinates that are not constant, or a `call` passing it on): there is no
-/// loose binding for arrays — an array input is already an input of each launch.
+/// Errors: a kernel operand; no such input; the input is not an array (use [`bind`]); `value`'s
+/// element type, rank or data length does not fit the array type; the array is still used after
+/// folding (a `read` at coordinates that are not constant, or a `call` passing it on): there is
+/// no loose binding for arrays — an array input is already an input of each launch.
 pub fn bind_array(p: &Program, input: &str, value: &HostArray) -> Result<Program, AlgebraError> {
+    map_programs("bind_array", &[p])?;
     let i = find_input("bind_array", p, input)?;
     let par = p.params[i];
     let ty = p.ty(par.value);
@@ -356,6 +376,7 @@ fn rekind(
     from: ParamKind,
     to: ParamKind,
 ) -> Result<Program, AlgebraError> {
+    map_programs(op, &[p])?;
     let i = find_input(op, p, input)?;
     let kind = p.params[i].kind;
     if kind != from {
@@ -380,7 +401,7 @@ fn rekind(
 /// Loose binding (DESIGN §4): varying input `input` of `p` becomes a uniform, one value read
 /// at each execution (launch) instead of one per element. Position, name and type are kept.
 ///
-/// Errors: no such input; the input is not varying.
+/// Errors: a kernel operand; no such input; the input is not varying.
 pub fn bind_uniform(p: &Program, input: &str) -> Result<Program, AlgebraError> {
     rekind(
         "bind_uniform",
@@ -394,7 +415,7 @@ pub fn bind_uniform(p: &Program, input: &str) -> Result<Program, AlgebraError> {
 /// Unbinding (Sh's `replaceUniform`, RapidMind's `p >> a`): uniform input `input` of `p`
 /// becomes a varying input, one value per element. Position, name and type are kept.
 ///
-/// Errors: no such input; the input is not uniform.
+/// Errors: a kernel operand; no such input; the input is not uniform.
 pub fn unbind(p: &Program, input: &str) -> Result<Program, AlgebraError> {
     rekind("unbind", p, input, ParamKind::Uniform, ParamKind::Varying)
 }
@@ -404,12 +425,14 @@ pub fn unbind(p: &Program, input: &str) -> Result<Program, AlgebraError> {
 /// inputs that were not fed (in order, shared or renamed per the module rules), and `p`'s
 /// outputs (names kept); its body is `q`'s body, then `p`'s.
 ///
-/// Errors: `q` has more outputs than `p` has varying inputs (position: the first output
-/// with no input to feed); an output's type differs from the input it feeds (position: that
-/// output, e.g. "output 1 of @q (f32) feeds varying input 1 `%y` of @p, which is i32");
-/// a uniform or array input of `p` has the name of an input of `q` of another kind or type.
+/// Errors: a kernel operand; `q` has more outputs than `p` has varying inputs (position: the
+/// first output with no input to feed); an output's type differs from the input it feeds
+/// (position: that output, e.g. "output 1 of @q (f32) feeds varying input 1 `%y` of @p, which
+/// is i32"); a uniform or array input of `p` has the name of an input of `q` of another kind or
+/// type.
 pub fn compose(p: &Program, q: &Program) -> Result<Program, AlgebraError> {
     let sources = [p, q];
+    map_programs("compose", &sources)?;
     let fail = |pos, m: String| error("compose", &sources, Some(pos), m);
     let varying = varying_params(p);
     if q.outputs.len() > varying.len() {
@@ -465,12 +488,13 @@ pub fn compose(p: &Program, q: &Program) -> Result<Program, AlgebraError> {
 /// module rules), their bodies in sequence, and their outputs concatenated in order (an
 /// output name already taken is renamed with a suffix, `r` → `r_1`).
 ///
-/// Errors: an empty list; a uniform or array input with the name of an earlier input of
-/// another kind or type.
+/// Errors: a kernel operand; an empty list; a uniform or array input with the name of an
+/// earlier input of another kind or type.
 pub fn bundle(ps: &[&Program]) -> Result<Program, AlgebraError> {
     if ps.is_empty() {
         return Err(error("bundle", ps, None, "nothing to bundle: no programs"));
     }
+    map_programs("bundle", ps)?;
     let name: Vec<&str> = ps.iter().map(|p| p.name.as_str()).collect();
     let mut a = Assembly::new("bundle", name.join("_"), ps);
     let mut maps = Vec::new();
@@ -526,8 +550,10 @@ fn specialize(p: &Program, kept: &[usize]) -> Program {
 /// names are kept; unnamed outputs are addressed by their new positions. The result keeps
 /// `p`'s name.
 ///
-/// Errors: an unknown output (the message lists `p`'s outputs); an output named twice.
+/// Errors: a kernel operand; an unknown output (the message lists `p`'s outputs); an output
+/// named twice.
 pub fn keep(p: &Program, outputs: &[&str]) -> Result<Program, AlgebraError> {
+    map_programs("keep", &[p])?;
     let kept = find_outputs("keep", p, outputs)?;
     for (k, &i) in kept.iter().enumerate() {
         if kept[..k].contains(&i) {
@@ -552,8 +578,9 @@ pub fn keep(p: &Program, outputs: &[&str]) -> Result<Program, AlgebraError> {
 /// and inputs that become unused disappear (so the result may have fewer inputs than `p`).
 /// The result keeps `p`'s name.
 ///
-/// Errors: an unknown output (the message lists `p`'s outputs).
+/// Errors: a kernel operand; an unknown output (the message lists `p`'s outputs).
 pub fn drop(p: &Program, outputs: &[&str]) -> Result<Program, AlgebraError> {
+    map_programs("drop", &[p])?;
     let dropped = find_outputs("drop", p, outputs)?;
     let kept: Vec<usize> = (0..p.outputs.len())
         .filter(|i| !dropped.contains(i))
@@ -567,9 +594,10 @@ pub fn drop(p: &Program, outputs: &[&str]) -> Result<Program, AlgebraError> {
 /// ([`adapters::swizzle`]) whose inputs carry `p`'s names, so it costs nothing at run time;
 /// the result keeps `p`'s name.
 ///
-/// Errors: `order` is not a permutation of `0..n` for `p`'s `n` varying inputs (position:
-/// the first bad entry, or the length when entries are missing).
+/// Errors: a kernel operand; `order` is not a permutation of `0..n` for `p`'s `n` varying
+/// inputs (position: the first bad entry, or the length when entries are missing).
 pub fn swizzle_inputs(p: &Program, order: &[usize]) -> Result<Program, AlgebraError> {
+    map_programs("swizzle_inputs", &[p])?;
     let varying = varying_params(p);
     let n = varying.len();
     let fail = |pos, m: String| error("swizzle_inputs", &[p], Some(pos), m);

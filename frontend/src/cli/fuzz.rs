@@ -198,7 +198,10 @@ pub fn fuzz_kernels(
     std::fs::create_dir_all(out_dir).map_err(|e| format!("error: {}: {e}", out_dir.display()))?;
     for (i, m) in s.mismatches.iter().enumerate() {
         let path = out_dir.join(format!("kernel-{i}.txt"));
-        std::fs::write(&path, m).map_err(|e| format!("error: {}: {e}", path.display()))?;
+        crate::data::write_atomic(&path, |w| {
+            w.write_all(m.as_bytes()).map_err(|e| e.to_string())
+        })
+        .map_err(|e| format!("error: {}: {e}", path.display()))?;
         let _ = writeln!(
             out,
             "  {}: {}",

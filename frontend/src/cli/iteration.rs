@@ -1,6 +1,7 @@
 //! `weft run --iterate N --feed OUT=IN --until OUT<TOL --sum OUT`: a program run repeatedly
 //! with outputs fed back into inputs (Jacobi sweeps, CG steps), stopped by a tolerance on an
-//! output; sums of outputs (EP's tallies); 2-D outputs written as PNG heat maps.
+//! output; sums of outputs (EP's tallies); 2-D outputs written as PNG heat maps
+//! ([`encode_png`]; the files themselves are written by [`super::outputs`]).
 
 use super::{output_index, CliError};
 use std::path::Path;
@@ -163,9 +164,11 @@ pub fn sum_f64(a: &HostArray) -> f64 {
     lanes_f64(a).sum()
 }
 
-/// Writes a 2-D output of one lane per element as a viridis heat map with a colour bar
-/// (its range: the output's minimum and maximum).
-pub fn write_png(path: &Path, a: &HostArray) -> Result<(), String> {
+/// Encodes a 2-D output of one lane per element as a PNG viridis heat map with a colour
+/// bar (its range: the output's minimum and maximum) to `w`.
+///
+/// Errors: the output is not 2-D scalars; writing fails.
+pub fn encode_png(w: &mut dyn std::io::Write, a: &HostArray) -> Result<(), String> {
     let lanes = a.elem.lanes().map_or(1, |(_, n)| n);
     if a.shape.len() != 2 || lanes != 1 {
         return Err(format!(
@@ -184,8 +187,7 @@ pub fn write_png(path: &Path, a: &HostArray) -> Result<(), String> {
         .copied()
         .filter(|x| x.is_finite())
         .fold(f32::NEG_INFINITY, f32::max);
-    crate::data::write_heatmap_png(path, a.shape[0], a.shape[1], &v, (lo, hi), 1)
-        .map_err(|e| e.to_string())
+    crate::data::encode_heatmap_png(w, a.shape[0], a.shape[1], &v, (lo, hi), 1)
 }
 
 /// Reads an 8-bit PNG as the contents of an input of type `ty` (a 2-D array of `f32` or `u8`,
@@ -202,16 +204,20 @@ pub fn read_png(path: &Path, ty: weft_ir::Type) -> Result<HostArray, String> {
         ));
     }
     let (h, w, px) = crate::data::read_png_gray(path).map_err(|e| e.to_string())?;
-    let data = px
-        .iter()
-        .map(|&g| {
-            if s == Some(ScalarType::U8) {
-                g as u64
-            } else {
-                (g as f32).to_bits() as u64
-            }
-        })
-        .collect();
+    let mut data = Vec::new();
+    data.try_reserve_exact(px.len()).map_err(|_| {
+        format!(
+            "{}: cannot allocate memory for {h} × {w} pixels",
+            path.display()
+        )
+    })?;
+    data.extend(px.iter().map(|&g| {
+        if s == Some(ScalarType::U8) {
+            g as u64
+        } else {
+            (g as f32).to_bits() as u64
+        }
+    }));
     Ok(HostArray {
         elem,
         shape: vec![h, w],

@@ -3,7 +3,7 @@
 //! and `specialize` (keep or drop outputs). Each prints a valid `.weft` module, to stdout
 //! or to the `-o` file; errors are [`CliError`]s naming the file, argument or program.
 
-use super::{choose_program, load, parse_const, read_array, CliError};
+use super::{choose_program, load, outputs, parse_const, read_array, CliError};
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -27,6 +27,7 @@ pub fn opt(
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
     let pipeline = Pipeline::parse(passes).map_err(|e| format!("error: --passes {passes}: {e}"))?;
+    check_output(output)?;
     let mut m = load(file)?;
     pipeline
         .run_with(&mut m, &mut |pass, m| {
@@ -55,6 +56,7 @@ pub fn compose(
     output: Option<&Path>,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
+    check_output(output)?;
     let progs = load_refs(&[p.to_string(), q.to_string()])?;
     let r = algebra::compose(&progs[0], &progs[1]).map_err(|e| format!("error: {e}"))?;
     emit_alone(r, name, "compose", output, out)
@@ -70,6 +72,7 @@ pub fn bundle(
     output: Option<&Path>,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
+    check_output(output)?;
     let progs = load_refs(refs)?;
     let ps: Vec<&Program> = progs.iter().collect();
     let r = algebra::bundle(&ps).map_err(|e| format!("error: {e}"))?;
@@ -92,9 +95,17 @@ pub fn bind(
     output: Option<&Path>,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
+    check_output(output)?;
     let mut m = load(file)?;
     let idx = program_index(&m, program, file)?;
     let mut p = m.programs[idx].clone();
+    if p.kind == weft_ir::ProgramKind::Kernel {
+        return Err(format!(
+            "error: bind(@{0}): @{0} is a kernel; the program algebra takes map programs",
+            p.name
+        )
+        .into());
+    }
     let mut seen = HashSet::new();
     for spec in inputs {
         let (name, value) = match spec.split_once('=') {
@@ -172,6 +183,7 @@ pub fn specialize(
             .filter(|s| !s.is_empty())
             .collect()
     };
+    check_output(output)?;
     let mut m = load(file)?;
     let idx = program_index(&m, program, file)?;
     let p = &m.programs[idx];
@@ -196,6 +208,13 @@ pub fn specialize(
         output,
         out,
     )
+}
+
+/// Checks `-o FILE` before anything is computed ([`outputs::check_file`]). The file may be
+/// the input itself (`weft opt f.weft -o f.weft`): it is read completely first and
+/// replaced atomically.
+fn check_output(output: Option<&Path>) -> Result<(), CliError> {
+    output.map_or(Ok(()), |o| outputs::check_file("-o", o))
 }
 
 /// The position in `m` of the program chosen by `--program` (or the only one).
@@ -319,7 +338,7 @@ fn calls(p: &Program, callee: &str) -> bool {
     found
 }
 
-/// Verifies `m` (a failure is a weft bug) and prints it to `output` or `out`.
+/// Verifies `m` (a failure is a weft bug) and prints it to `output` (atomically) or `out`.
 fn emit(
     m: &Module,
     verb: &str,
@@ -341,8 +360,7 @@ fn emit(
     }
     let text = weft_ir::print_module(m);
     match output {
-        Some(path) => std::fs::write(path, text)
-            .map_err(|e| CliError(format!("error: -o {}: {e}", path.display()))),
+        Some(path) => outputs::write_text("-o", path, &text),
         None => {
             let _ = write!(out, "{text}");
             Ok(())

@@ -79,6 +79,23 @@ fn usage_errors_exit_2() {
     assert_eq!(weft(&["frobnicate"]).0, 2);
     assert_eq!(weft(&["run"]).0, 2);
     assert_eq!(weft(&["--help"]).0, 0);
+    // Values clap's parsers refuse and duplicate inputs (tests/all/bad_input.rs has more).
+    let saxpy = examples().join("saxpy.weft");
+    let s = saxpy.to_str().expect("path");
+    for extra in [
+        &["--iterate", "0"][..],
+        &["--block", "0"],
+        &["--backend", "foo"],
+        &["--in", "a"],
+        &["--in", "a=1", "--in", "a=2"],
+        &["--shape", "1,1,1,1"],
+    ] {
+        let mut args = vec!["run", s];
+        args.extend(extra);
+        let (code, _, err) = weft(&args);
+        assert_eq!(code, 2, "{extra:?}: {err}");
+        assert!(err.contains(extra[0]), "{extra:?}: {err}");
+    }
 }
 
 #[test]

@@ -4,6 +4,7 @@
 mod algebra;
 mod algebra_demos;
 mod arrays;
+mod bad_input;
 mod builder;
 mod cli;
 mod cpu;
