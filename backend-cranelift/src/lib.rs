@@ -167,15 +167,9 @@ pub fn compile_kernel(m: &Module, name: &str, block: [u32; 3]) -> Result<Kernel,
 fn compile_impl(m: &Module, name: &str, block: Option<[u32; 3]>) -> Result<Kernel, CompileError> {
     // Math functions become basic ops first (the interpreter runs the same expansion), so
     // compiled code computes the interpreter's bits, in SIMD.
-    let expanded;
-    let m = if weft_ir::passes::math::has_math(m) {
-        let mut c = m.clone();
-        weft_ir::passes::expand_math(&mut c);
-        expanded = c;
-        &expanded
-    } else {
-        m
-    };
+    // Calls are inlined too (callees first, identical calls merged), so the lowering never
+    // meets a call.
+    let m = &*weft_ir::passes::for_lowering(m, name);
     let p = m
         .get(name)
         .ok_or_else(|| CompileError::UnknownProgram(name.to_string()))?;

@@ -68,6 +68,9 @@ pub(crate) struct Lowerer<'a, 'b> {
     iota: Option<Vec<CV>>,
     /// Kernels: the work-group being lowered.
     group: Option<group::GroupState>,
+    /// The launch watchdog (docs/abi.md): the abort flag's address, loaded in the entry
+    /// block, and the cold block that returns; `None` when the program has no loop.
+    abort: Option<(CV, ir::Block)>,
 }
 
 fn is64(s: ScalarType) -> bool {
@@ -781,7 +784,9 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             launch_word: layout.launch,
             iota: None,
             group: None,
+            abort: None,
         };
+        l.watchdog(p, layout);
         // Uniform parameters and array descriptors are loaded once, in the entry block.
         let uni_params: Vec<bool> = p
             .params
@@ -864,8 +869,41 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         l.b.ins().jump(header, &[BlockArg::Value(next)]);
         l.b.switch_to_block(exit);
         l.b.ins().return_(&[]);
+        l.finish_watchdog();
         l.b.seal_all_blocks();
         Ok(())
+    }
+
+    /// Sets up the launch watchdog (docs/abi.md) for program `p` when it has a loop: loads
+    /// the abort flag's address from the context (in the current, entry, block) and makes
+    /// the cold block that returns. [`Lowerer::back_edge`] then checks the flag.
+    fn watchdog(&mut self, p: &Program, layout: &Layout) {
+        if crate::abi::has_loop(self.m, p) {
+            let flag = self.word(layout.abort);
+            let abort = self.b.create_block();
+            self.b.set_cold_block(abort);
+            self.abort = Some((flag, abort));
+        }
+    }
+
+    /// Ends the watchdog's abort block with a return (after the function's other blocks).
+    fn finish_watchdog(&mut self) {
+        if let Some((_, abort)) = self.abort {
+            self.b.switch_to_block(abort);
+            self.b.ins().return_(&[]);
+        }
+    }
+
+    /// The watchdog check at a loop back-edge: loads the launch's abort flag (relaxed) and
+    /// returns from the function when it is set; code after this runs in a new block.
+    fn back_edge(&mut self) {
+        let Some((flag, abort)) = self.abort else {
+            return;
+        };
+        let raised = self.b.ins().atomic_load(T::I32, mem(), flag);
+        let go_on = self.b.create_block();
+        self.b.ins().brif(raised, abort, &[], go_on, &[]);
+        self.b.switch_to_block(go_on);
     }
 
     /// Loads the uniform parameters and array descriptors (in the current block) and binds
@@ -1973,6 +2011,7 @@ impl Lowerer<'_, '_> {
                 self.b.ins().brif(cv[0], body, &[], exit, &exit_args);
                 self.b.switch_to_block(body);
                 let ys = self.region(f, second, &carried, &m)?;
+                self.back_edge();
                 self.jump_with(hdr, &hdr_tys, &ys)?;
             } else {
                 let cm = self.cond_mask(&c[0], &m);
@@ -1984,6 +2023,7 @@ impl Lowerer<'_, '_> {
                 let ys = self.region(f, second, &carried, &m2)?;
                 let mut next = self.blend_carried(&carried_tys, &m2, &ys, &carried);
                 next.push(LV::V(vec![m2]));
+                self.back_edge();
                 self.jump_with(hdr, &hdr_tys, &next)?;
             }
         } else {
@@ -2008,6 +2048,7 @@ impl Lowerer<'_, '_> {
                 let again = self.b.create_block();
                 self.b.ins().brif(cv[0], exit, &exit_args, again, &[]);
                 self.b.switch_to_block(again);
+                self.back_edge();
                 self.jump_with(hdr, &hdr_tys, &new)?;
             } else {
                 let cm = self.cond_mask(&c[0], &m);
@@ -2016,6 +2057,7 @@ impl Lowerer<'_, '_> {
                 let again = self.b.create_block();
                 self.b.ins().brif(any, again, &[], exit, &exit_args);
                 self.b.switch_to_block(again);
+                self.back_edge();
                 let mut next = new.clone();
                 next.push(LV::V(vec![m2]));
                 self.jump_with(hdr, &hdr_tys, &next)?;
@@ -2160,6 +2202,7 @@ impl Lowerer<'_, '_> {
         let mut nv = vec![lane_lv(next)];
         nv.extend(new);
         nv.push(cont_lv);
+        self.back_edge();
         self.jump_with(hdr, &hdr_tys, &nv)?;
         self.b.switch_to_block(exit);
         Ok(outs)
@@ -2187,17 +2230,7 @@ impl Lowerer<'_, '_> {
 /// True if `p` or a program it calls has an `if` or a loop (only then does the tail mask
 /// matter).
 fn has_control_flow(m: &Module, p: &Program) -> bool {
-    let mut found = false;
-    p.walk(&mut |op| {
-        let d = p.op(op);
-        found |= d.opcode.has_regions();
-        if let Imm::Callee(n) = &d.imm {
-            found |= m
-                .get(n)
-                .is_some_and(|c| !std::ptr::eq(c, p) && has_control_flow(m, c));
-        }
-    });
-    found
+    m.reaches_op(p, Opcode::has_regions)
 }
 
 /// The IEEE comparison of a comparison op (ordered; `ne` is unordered-or-not-equal).

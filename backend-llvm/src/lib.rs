@@ -5,8 +5,10 @@
 
 mod jit;
 mod lower;
+mod target;
 
 pub use lower::{Flavor, LowerError, HOST_WIDTH};
+pub use target::{host_target_cpu, is_known_cpu, CPU_ENV, KNOWN_CPUS};
 pub use weft_ir::abi::Layout;
 
 use inkwell::context::Context;
@@ -36,6 +38,12 @@ pub enum CompileError {
     /// LLVM rejected the lowered module or failed to generate code (a weft bug).
     #[error("llvm: {0}")]
     Llvm(String),
+    /// The host target CPU (`WEFT_LLVM_CPU` or an explicit CPU) is not an x86-64 CPU LLVM
+    /// knows ([`KNOWN_CPUS`]).
+    #[error(
+        "unknown CPU `{0}` (from WEFT_LLVM_CPU or the cpu argument): not an x86-64 CPU LLVM 19 knows, such as x86-64, x86-64-v2, x86-64-v3, x86-64-v4, skylake-avx512, sapphirerapids, znver4 (weft_backend_llvm::KNOWN_CPUS lists them); `native` is this machine"
+    )]
+    UnknownCpu(String),
 }
 
 /// Code generation options.
@@ -100,7 +108,7 @@ pub struct PtxKernel {
 pub enum EmitTarget {
     /// Optimised LLVM IR for the host kernel.
     HostIr,
-    /// Host assembly (x86-64 for this machine's CPU).
+    /// Host assembly (x86-64 for this machine's CPU, or for `WEFT_LLVM_CPU`).
     HostAsm,
     /// Optimised LLVM IR for the NVPTX kernel.
     PtxIr,
@@ -114,6 +122,7 @@ fn init() {
         let c = InitializationConfig::default();
         Target::initialize_x86(&c);
         Target::initialize_nvptx(&c);
+        target::install_fatal_error_handler();
     });
 }
 
@@ -121,24 +130,14 @@ fn llvm_err(e: impl ToString) -> CompileError {
     CompileError::Llvm(e.to_string())
 }
 
-fn expanded(m: &Module, keep_math: bool) -> std::borrow::Cow<'_, Module> {
-    if !keep_math && weft_ir::passes::math::has_math(m) {
-        let mut c = m.clone();
-        weft_ir::passes::expand_math(&mut c);
-        std::borrow::Cow::Owned(c)
-    } else {
-        std::borrow::Cow::Borrowed(m)
-    }
-}
-
-/// The host target machine (this CPU and its features).
-fn host_machine() -> Result<TargetMachine, CompileError> {
+/// The host target machine and its CPU's name: `cpu` if given, else `WEFT_LLVM_CPU`, else
+/// this CPU and its features (see [`target`]).
+fn host_machine(cpu: Option<&str>) -> Result<(TargetMachine, String), CompileError> {
     init();
     let triple = TargetMachine::get_default_triple();
     let target = Target::from_triple(&triple).map_err(llvm_err)?;
-    let cpu = TargetMachine::get_host_cpu_name().to_string();
-    let features = TargetMachine::get_host_cpu_features().to_string();
-    target
+    let (cpu, features) = target::resolve(cpu)?;
+    let tm = target
         .create_target_machine(
             &triple,
             &cpu,
@@ -147,7 +146,8 @@ fn host_machine() -> Result<TargetMachine, CompileError> {
             RelocMode::PIC,
             CodeModel::Default,
         )
-        .ok_or_else(|| CompileError::Llvm("no host target machine".into()))
+        .ok_or_else(|| CompileError::Llvm(format!("no host target machine for {cpu}")))?;
+    Ok((tm, cpu))
 }
 
 /// The NVPTX target machine for compute capability `sm` (e.g. 90 for sm_90).
@@ -187,7 +187,7 @@ fn build<'c>(
     if m.get(name).is_none() {
         return Err(CompileError::UnknownProgram(name.to_string()));
     }
-    let m = expanded(m, false);
+    let m = weft_ir::passes::for_lowering(m, name);
     let header = format!(
         "target datalayout = \"{}\"\ntarget triple = \"{}\"\n",
         tm.get_target_data()
@@ -264,6 +264,8 @@ fn numbered(text: &str) -> String {
 }
 
 /// Compiles program `name` of the verified module `m` to host code and loads it with ORC.
+/// The code is for this machine's CPU and features, or for the CPU `WEFT_LLVM_CPU` names
+/// ([`CPU_ENV`]; code for a CPU with features this machine lacks dies of SIGILL when run).
 /// A kernel is compiled for work-groups of [`EMIT_BLOCK`] work-items; see
 /// [`compile_host_kernel`].
 pub fn compile_host(m: &Module, name: &str, opts: Options) -> Result<HostKernel, CompileError> {
@@ -298,7 +300,8 @@ fn compile_host_impl(
 ) -> Result<HostKernel, CompileError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let t0 = Instant::now();
-    let tm = host_machine()?;
+    let (tm, cpu) = host_machine(None)?;
+    let _compiling = target::Compiling::enter(name, &cpu);
     let sym = format!("weft_kernel_{}", COUNTER.fetch_add(1, Ordering::Relaxed));
     let ctx = Context::create();
     let (module, layout) = build(
@@ -333,6 +336,7 @@ pub fn compile_ptx(
 ) -> Result<PtxKernel, CompileError> {
     let t0 = Instant::now();
     let tm = ptx_machine(sm)?;
+    let _compiling = target::Compiling::enter(name, &format!("sm_{sm}"));
     let ctx = Context::create();
     let entry = "weft_kernel".to_string();
     let (module, layout) = build(
@@ -368,10 +372,14 @@ pub fn emit(
     sm: u32,
     opts: Options,
 ) -> Result<String, CompileError> {
-    let (tm, flavor) = match target {
-        EmitTarget::HostIr | EmitTarget::HostAsm => (host_machine()?, Flavor::Host),
-        EmitTarget::PtxIr | EmitTarget::Ptx => (ptx_machine(sm)?, Flavor::Ptx),
+    let (tm, flavor, cpu) = match target {
+        EmitTarget::HostIr | EmitTarget::HostAsm => {
+            let (tm, cpu) = host_machine(None)?;
+            (tm, Flavor::Host, cpu)
+        }
+        EmitTarget::PtxIr | EmitTarget::Ptx => (ptx_machine(sm)?, Flavor::Ptx, format!("sm_{sm}")),
     };
+    let _compiling = target::Compiling::enter(name, &cpu);
     let ctx = Context::create();
     let (module, _) = build(
         &ctx,
@@ -394,4 +402,41 @@ pub fn emit(
             Ok(String::from_utf8_lossy(buf.as_slice()).into_owned())
         }
     }
+}
+
+/// Compiles program `name` of the verified module `m` to a host object file (ELF on Linux)
+/// for the x86-64 CPU `cpu` (an LLVM name such as `sapphirerapids`, `znver4`, `x86-64-v2`, with
+/// LLVM's default features for it; `native`: this machine), without loading it: the same
+/// lowering, optimisation and code generation as [`compile_host`], so a CPU this machine is
+/// not can be checked for compile failures. A kernel is compiled for work-groups of
+/// [`EMIT_BLOCK`] work-items. `WEFT_LLVM_CPU` is not consulted.
+///
+/// # Errors
+/// [`CompileError::UnknownCpu`] when LLVM does not know `cpu`; otherwise as
+/// [`compile_host`].
+pub fn compile_object_for_cpu(
+    m: &Module,
+    name: &str,
+    cpu: &str,
+    opts: Options,
+) -> Result<Vec<u8>, CompileError> {
+    let (tm, cpu) = host_machine(Some(cpu))?;
+    let _compiling = target::Compiling::enter(name, &cpu);
+    let ctx = Context::create();
+    let (module, _) = build(
+        &ctx,
+        m,
+        name,
+        Flavor::Host,
+        opts,
+        &tm,
+        Entry {
+            sym: "weft_kernel",
+            block: EMIT_BLOCK,
+        },
+    )?;
+    let obj = tm
+        .write_to_memory_buffer(&module, FileType::Object)
+        .map_err(llvm_err)?;
+    Ok(obj.as_slice().to_vec())
 }

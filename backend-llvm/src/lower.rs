@@ -185,6 +185,9 @@ pub(crate) struct Lower<'m> {
     scalar: bool,
     /// A host kernel's work-group state (docs/kernel-mode.md, MCUDA).
     group: Option<group::Group>,
+    /// Host code of a program with loops: the launch's abort flag (a `ptr`), which every
+    /// loop back-edge checks (docs/abi.md, "The launch watchdog").
+    abort: Option<String>,
 }
 
 /// The lowered module text and the context layout of the kernel.
@@ -249,6 +252,22 @@ impl<'m> Lower<'m> {
     fn t(&mut self) -> String {
         self.tmp += 1;
         format!("%t{}", self.tmp)
+    }
+
+    /// The watchdog check at a loop back-edge (host code with loops only): loads the
+    /// launch's abort flag (atomic, monotonic) and returns from the function when it is set;
+    /// code after this runs in a new block.
+    fn back_edge(&mut self) {
+        let Some(flag) = self.abort.clone() else {
+            return;
+        };
+        let v = self.def(format!("load atomic i32, ptr {flag} monotonic, align 4"));
+        let raised = self.def(format!("icmp ne i32 {v}, 0"));
+        let go_on = self.label("go");
+        self.line(format!(
+            "br i1 {raised}, label %abort, label %{go_on}, !prof !{ABORT_WEIGHTS}"
+        ));
+        self.block(&go_on);
     }
 
     fn label(&mut self, what: &str) -> String {
@@ -865,6 +884,16 @@ impl<'m> Lower<'m> {
             return x.to_string();
         }
         let (tf, tt) = (self.ty(from, u), self.ty(to, u));
+        // On every x86 CPU with AVX-512 (skylake-avx512, znver4, sapphirerapids …), LLVM 19
+        // turns a scalar `bitcast i16 (zext i1 (fcmp …)) to half` into a bitcast of a
+        // `<16 x i1>` mask register to f16, which no instruction selects: "Cannot select:
+        // f16 = bitcast …", a process abort (issue 19; tests/tests/all/llvm_cpus.rs). So a
+        // scalar integer becomes f16 through an empty inline asm, which instruction selection
+        // cannot look through; the bits are unchanged. Vectors of lanes are not affected.
+        if self.flavor == Flavor::Host && u && to == ScalarType::F16 {
+            let opaque = self.def(format!("call {tf} asm \"\", \"=r,0\"({tf} {x})"));
+            return self.def(format!("bitcast {tf} {opaque} to {tt}"));
+        }
         self.def(format!("bitcast {tf} {x} to {tt}"))
     }
 
@@ -1668,6 +1697,7 @@ impl<'m> Lower<'m> {
                     self.ty(s, uniform),
                     next.v
                 ));
+                self.back_edge();
                 match (&act_slot, &act) {
                     (Some(a), Some(act)) => {
                         let c = self.and(false, &cont, act);
@@ -1716,6 +1746,7 @@ impl<'m> Lower<'m> {
                     None => ys,
                 };
                 self.store_slots(&slots, &reprs, &new);
+                self.back_edge();
                 self.br(&hdr);
             }
             _ => {
@@ -1739,6 +1770,7 @@ impl<'m> Lower<'m> {
                 let new = self.load_slots(&slots, &reprs);
                 let un = self.region(f, d.regions[1], &new, m)?;
                 let un = lane_of(&un[0], 0);
+                self.back_edge();
                 match &act {
                     Some(a) => {
                         let uv = self.lane_as(ScalarType::Bool, &un, false);
@@ -1800,7 +1832,11 @@ pub(crate) fn lower(
         base: "%base".into(),
         scalar,
         group: None,
+        abort: None,
     };
+    if flavor == Flavor::Host && weft_ir::abi::has_loop(m, p) {
+        l.abort = Some(l.word_ptr(layout.abort));
+    }
     let uni = if scalar {
         vec![true; p.num_values()]
     } else {
@@ -1907,7 +1943,8 @@ pub(crate) fn lower(
             text.push_str(&l.body);
             let _ = writeln!(
                 text,
-                "latch:\n  %next = add i64 %base, {w}\n  br label %head\nexit:\n  ret void\n}}"
+                "latch:\n  %next = add i64 %base, {w}\n  br label %head\nexit:\n  ret void\n{}}}",
+                abort_block(&l)
             );
             let _ = writeln!(text, "attributes #0 = {{ nounwind{fattrs} }}");
         }
@@ -1951,6 +1988,18 @@ pub(crate) fn lower(
     Ok(Lowered { text, layout })
 }
 
+/// Metadata number of the branch weights that mark the watchdog's abort branch as cold.
+const ABORT_WEIGHTS: u32 = 2;
+
+/// The block a host function's watchdog checks branch to (empty when nothing checks).
+fn abort_block(l: &Lower) -> &'static str {
+    if l.abort.is_some() {
+        "abort:\n  ret void\n"
+    } else {
+        ""
+    }
+}
+
 /// The host function attributes for fast-math (empty otherwise).
 fn host_fn_attrs(fast: bool) -> &'static str {
     if fast {
@@ -1980,6 +2029,12 @@ fn finish_text(l: &mut Lower, text: &mut String) {
     }
     text.push_str(&helpers);
     text.push_str("!0 = !{}\n");
+    if l.abort.is_some() {
+        let _ = writeln!(
+            text,
+            "!{ABORT_WEIGHTS} = !{{!\"branch_weights\", i32 1, i32 1048575}}"
+        );
+    }
 }
 
 /// A uniform parameter's lane from its context word (storage bits, docs/abi.md).

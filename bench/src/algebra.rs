@@ -53,7 +53,7 @@ fn kernel_time(
     let mut l = dev
         .launch(m, name, ins, shape)
         .unwrap_or_else(|e| fail(e.to_string()));
-    time(reps, || l.run())
+    time(reps, || l.run().unwrap_or_else(|e| fail(e.to_string())))
 }
 
 fn particles(n: usize) -> Vec<Input> {

@@ -252,7 +252,7 @@ fn cpu_rows_on(dev: &CpuDevice, compiler: &str, rows: &mut Vec<Row>) {
     let mut ml = dev
         .launch(&map, "mdh", &ins, Some(&[side; 3]))
         .unwrap_or_else(err);
-    let t_map = time(5, || ml.run());
+    let t_map = time(5, || ml.run().unwrap_or_else(err));
     let want = to_f32(&ml.outputs()[0]);
     let atoms_h = atoms_array(&atoms);
     let mut pot = f32s(&[side; 3], std::iter::repeat_n(0.0, side * side * side));

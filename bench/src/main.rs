@@ -224,7 +224,7 @@ fn main() {
     let mut l = dev
         .launch(&m, "saxpy", &ins, None)
         .unwrap_or_else(|e| fail(e.to_string()));
-    l.run();
+    l.run().unwrap_or_else(|e| fail(e.to_string()));
     let triad = tmp.join("triad");
     gcc("triad.c", &triad, &[]);
     // Alternate weft and C for 5 rounds of 10 passes each (memory bandwidth drifts on a shared
@@ -235,7 +235,7 @@ fn main() {
             (0..10)
                 .map(|_| {
                     let t = Instant::now();
-                    l.run();
+                    l.run().unwrap_or_else(|e| fail(e.to_string()));
                     t.elapsed().as_secs_f64()
                 })
                 .collect(),
@@ -273,7 +273,7 @@ fn main() {
             let mut l = dev
                 .launch(&m, "mdh", &ins, Some(&shape))
                 .unwrap_or_else(|e| fail(e.to_string()));
-            l.run();
+            l.run().unwrap_or_else(|e| fail(e.to_string()));
             let pot = l.outputs()[0].to_f32();
             let bin = tmp.join("atoms.bin");
             let bytes: Vec<u8> = atoms
@@ -311,7 +311,7 @@ fn main() {
             let mut l_lf = dev_lf
                 .launch(&m, "mdh", &ins, Some(&shape))
                 .unwrap_or_else(|e| fail(e.to_string()));
-            l_lp.run();
+            l_lp.run().unwrap_or_else(|e| fail(e.to_string()));
             let pot_lp = l_lp.outputs()[0].to_f32();
             // Alternate the contenders for 7 rounds (this shared machine's speed drifts); each
             // one's figure is the median of its per-round medians of 3 runs.
@@ -320,7 +320,7 @@ fn main() {
                     (0..3)
                         .map(|_| {
                             let t = Instant::now();
-                            l.run();
+                            l.run().unwrap_or_else(|e| fail(e.to_string()));
                             t.elapsed().as_secs_f64()
                         })
                         .collect(),

@@ -127,6 +127,12 @@ pub enum Command {
         /// interpreter only: compiled code has no fuel).
         #[arg(long, default_value_t = weft_ir::interp::DEFAULT_FUEL)]
         fuel: u64,
+        /// Time budget of each launch in seconds (`0`: none); a launch past it stops with an
+        /// error naming the program. Compiled code (`cranelift`, `llvm`) checks it at loop
+        /// back-edges; on `interp` it caps `--fuel` at about that many seconds of one
+        /// element's work; `cuda` has no watchdog. Default: `WEFT_TIMEOUT`, else 600.
+        #[arg(long, value_name = "SECONDS", value_parser = parse_budget)]
+        timeout: Option<Budget>,
     },
     /// Optimise a module: run a pass pipeline and print the resulting module.
     ///
@@ -644,11 +650,13 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
             outputs,
             shape,
             fuel,
+            timeout,
             iterate,
             feed,
             until,
             sums,
         } => {
+            let timeout = run_budget(timeout)?;
             let available = weft_runtime::available_backends();
             if !available.contains(&backend.as_str()) {
                 return Err(format!(
@@ -668,6 +676,7 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
                     device,
                     fast_math,
                     fuel,
+                    timeout,
                 };
                 if iterate != 1 || !feed.is_empty() || until.is_some() || shape.is_some() {
                     return Err(format!(
@@ -724,6 +733,9 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
                 )),
                 _ => None,
             };
+            if let Some(dev) = &cpu {
+                dev.set_timeout(timeout);
+            }
             let run_once = |ins: &[Input]| -> Result<Vec<HostArray>, CliError> {
                 let r = if let Some(dev) = &cuda {
                     dev.apply(&m, &p.name, ins, shape.as_deref())
@@ -731,7 +743,7 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
                     dev.apply(&m, &p.name, ins, shape.as_deref())
                 } else {
                     let mut interp = Interpreter::new(&m);
-                    interp.fuel = fuel;
+                    interp.fuel = interp_fuel(fuel, timeout);
                     interp
                         .apply(&p.name, ins, shape.as_deref())
                         .map_err(Into::into)
@@ -769,6 +781,43 @@ struct KernelRun<'a> {
     device: usize,
     fast_math: bool,
     fuel: u64,
+    timeout: Option<std::time::Duration>,
+}
+
+/// A `--timeout` value: the budget per launch, `None` for `0` (no budget).
+#[derive(Clone, Copy, Debug)]
+pub struct Budget(pub Option<std::time::Duration>);
+
+fn parse_budget(s: &str) -> Result<Budget, String> {
+    weft_runtime::watchdog::parse_timeout(s).map(Budget)
+}
+
+/// `weft run`'s budget per launch when `--timeout` is not given and `WEFT_TIMEOUT` is unset:
+/// generous enough for any real launch, so a runaway loop ends the run instead of hanging it.
+const DEFAULT_RUN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The budget of `weft run`'s launches: `--timeout`, else `WEFT_TIMEOUT`, else
+/// [`DEFAULT_RUN_TIMEOUT`].
+fn run_budget(flag: Option<Budget>) -> Result<Option<std::time::Duration>, CliError> {
+    match flag {
+        Some(Budget(b)) => Ok(b),
+        None if std::env::var_os("WEFT_TIMEOUT").is_some() => {
+            weft_runtime::watchdog::timeout_from_env().map_err(|e| format!("error: {e}").into())
+        }
+        None => Ok(Some(DEFAULT_RUN_TIMEOUT)),
+    }
+}
+
+/// Ops per second one element of the interpreter runs, roughly (a loop of adds on this
+/// machine): `--timeout` on `interp` becomes this much fuel per second.
+const INTERP_OPS_PER_SECOND: f64 = 2.5e7;
+
+/// The interpreter's fuel per element under `budget`: `fuel`, capped at the ops one element
+/// runs in about that time (the interpreter counts ops, not time).
+fn interp_fuel(fuel: u64, budget: Option<std::time::Duration>) -> u64 {
+    budget.map_or(fuel, |b| {
+        fuel.min((b.as_secs_f64() * INTERP_OPS_PER_SECOND).max(1.0) as u64)
+    })
 }
 
 /// The kernel launch `--grid`/`--block` give (both required).
@@ -855,7 +904,7 @@ fn run_kernel_cli(
         }
         "interp" => {
             let mut interp = Interpreter::new(m);
-            interp.fuel = k.fuel;
+            interp.fuel = interp_fuel(k.fuel, k.timeout);
             interp
                 .run_kernel(&p.name, &mut args, grid)
                 .map_err(|e| e.to_string())
@@ -868,8 +917,9 @@ fn run_kernel_cli(
             } else {
                 weft_runtime::HostCompiler::Cranelift
             };
-            weft_runtime::CpuDevice::with_compiler(compiler)
-                .run_kernel(m, &p.name, &mut args, grid)
+            let dev = weft_runtime::CpuDevice::with_compiler(compiler);
+            dev.set_timeout(k.timeout);
+            dev.run_kernel(m, &p.name, &mut args, grid)
                 .map_err(|e| e.to_string())
         }
     };

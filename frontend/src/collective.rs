@@ -130,9 +130,14 @@ fn built(b: ProgramBuilder) -> Result<Module> {
 }
 
 /// Generated programs, built once per (combiner, map, fan-in or fold length): building and
-/// verifying them cost more host time than a GPU pass over 2^21 elements.
+/// verifying them cost more host time than a GPU pass over 2^21 elements. At most
+/// [`PASSES_CAPACITY`] are kept (the cache starts over when full), so a process reducing with
+/// many combiners or sizes does not grow without bound.
 type Cache = std::sync::Mutex<std::collections::HashMap<(u64, u64, usize, bool), Arc<Module>>>;
 static PASSES: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
+
+/// The most generated programs [`PASSES`] holds.
+const PASSES_CAPACITY: usize = 1024;
 
 /// [`pass_program`] (`fold = false`) or the host fold's program (`fold = true`) from the
 /// cache, built on first use.
@@ -155,10 +160,11 @@ fn cached(
         return Ok(m.clone());
     }
     let m = Arc::new(build()?);
-    cache
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(key, m.clone());
+    let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if cache.len() >= PASSES_CAPACITY {
+        cache.clear();
+    }
+    cache.insert(key, m.clone());
     Ok(m)
 }
 

@@ -1,7 +1,7 @@
 //! The kernel ABI shared by the compiled CPU backends (docs/abi.md): the context block a compiled
 //! kernel reads its parameter, output and launch data from, and how element data is laid out.
 
-use crate::{Program, ScalarType, Type};
+use crate::{Imm, Module, Opcode, Program, ScalarType, Type};
 
 /// Elements processed per SIMD block: two 128-bit vectors of 32-bit lanes, or four of 64-bit
 /// lanes. Two vectors per value give the core independent work to overlap (e.g. two
@@ -35,7 +35,9 @@ pub fn storage_bytes(s: ScalarType) -> usize {
 /// lane holding the lane's storage bits (low bytes first); array and buffer — one plane
 /// pointer per tuple lane, then one word per axis with its extent. Per output: one plane
 /// pointer per tuple lane. Then the launch: its rank, then 3 extents (outermost first); for a
-/// kernel, rank 3 and the work-groups on the x, y and z axes.
+/// kernel, rank 3 and the work-groups on the x, y and z axes. Last, the abort word: the
+/// address of the launch's 32-bit abort flag, which host code loads at every loop back-edge
+/// and returns as soon as it is nonzero (the launch watchdog, docs/abi.md); PTX ignores it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// Word offset of each parameter's first word.
@@ -44,6 +46,9 @@ pub struct Layout {
     pub outputs: Vec<usize>,
     /// Word offset of the launch rank (extents follow).
     pub launch: usize,
+    /// Word offset of the abort word: the address of a 4-byte-aligned `u32` that compiled
+    /// host code loads (relaxed) at every loop back-edge; nonzero makes it return at once.
+    pub abort: usize,
     /// Total words.
     pub words: usize,
 }
@@ -79,7 +84,31 @@ impl Layout {
             params,
             outputs,
             launch,
-            words: launch + 4,
+            abort: launch + 4,
+            words: launch + 5,
         }
     }
+}
+
+/// True if program `p` of `m`, or a program it calls (transitively), has a loop (`for`,
+/// `while`, `do`): only then does its compiled host code check the abort word at loop
+/// back-edges (docs/abi.md, "The launch watchdog"); code without loops always ends. Each
+/// program is walked once.
+pub fn has_loop(m: &Module, p: &Program) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    let mut todo = vec![p];
+    let mut found = false;
+    while let Some(q) = todo.pop() {
+        if found || !seen.insert(q.name.as_str()) {
+            continue;
+        }
+        q.walk(&mut |op| {
+            let d = q.op(op);
+            found |= matches!(d.opcode, Opcode::For | Opcode::While | Opcode::DoUntil);
+            if let Imm::Callee(n) = &d.imm {
+                todo.extend(m.get(n));
+            }
+        });
+    }
+    found
 }

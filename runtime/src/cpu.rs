@@ -3,10 +3,12 @@
 //! rayon pool.
 
 use crate::buffer::HostBuffer;
+use crate::cache::Lru;
 use crate::planes::{read_output, uniform_words, Plane};
+use crate::watchdog::{budget_text, AbortFlag, Watch, NEVER};
 use rayon::prelude::*;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use weft_backend_cranelift::abi::{lanes, Layout, PAD};
 use weft_backend_cranelift::{compile, CompileError, Kernel};
 use weft_ir::interp::{HostArray, Input, RunError};
@@ -28,6 +30,23 @@ pub enum RuntimeError {
     /// The CUDA driver failed or is missing (see [`crate::cuda::CudaError`]).
     #[error(transparent)]
     Cuda(#[from] crate::cuda::CudaError),
+    /// A launch ran past its time budget ([`CpuDevice::set_timeout`]); it was stopped and
+    /// gave no results (outputs and buffers are not updated).
+    #[error("launch of @{program} exceeded its time budget of {}", budget_text(*.budget))]
+    Timeout {
+        /// The program.
+        program: String,
+        /// The budget it had.
+        budget: Duration,
+    },
+    /// The launch watchdog could not be started.
+    #[error("launch of @{program}: {message}")]
+    Watchdog {
+        /// The program.
+        program: String,
+        /// Why.
+        message: String,
+    },
 }
 
 /// Which code generator a CPU device compiles with.
@@ -79,11 +98,25 @@ impl HostCode {
 const SERIAL_LIMIT: usize = 1 << 11;
 
 /// The CPU device: compiled kernels, cached by (structural hash of the module, program
-/// name).
-#[derive(Default)]
+/// name) in a least-recently-used cache of bounded size ([`CpuDevice::set_cache_capacity`]),
+/// and a time budget per launch ([`CpuDevice::set_timeout`]).
 pub struct CpuDevice {
     compiler: HostCompiler,
-    cache: Mutex<HashMap<(u64, String), Arc<HostCode>>>,
+    cache: Mutex<Lru<(u64, String), Arc<HostCode>>>,
+    timeout: Mutex<Option<Duration>>,
+}
+
+impl Default for CpuDevice {
+    fn default() -> CpuDevice {
+        CpuDevice::with_compiler(HostCompiler::default())
+    }
+}
+
+/// The budget `WEFT_TIMEOUT` gives new devices (read once; a bad value counts as none here,
+/// the CLI reports it).
+fn env_timeout() -> Option<Duration> {
+    static T: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+    *T.get_or_init(|| crate::watchdog::timeout_from_env().ok().flatten())
 }
 
 struct Ctx(Vec<u64>);
@@ -97,19 +130,50 @@ impl CpuDevice {
         CpuDevice::default()
     }
 
-    /// A CPU device compiling with `compiler`.
+    /// A CPU device compiling with `compiler`, with an empty kernel cache of
+    /// [`crate::cache::DEFAULT_CAPACITY`] kernels and the time budget of the `WEFT_TIMEOUT`
+    /// environment variable (seconds; none when unset, `0` or not a number).
     pub fn with_compiler(compiler: HostCompiler) -> CpuDevice {
         CpuDevice {
             compiler,
             cache: Mutex::default(),
+            timeout: Mutex::new(env_timeout()),
         }
+    }
+
+    /// Sets the time budget of each later launch (none: unlimited). Compiled code checks it
+    /// at every loop back-edge (docs/abi.md, "The launch watchdog"); a launch that runs
+    /// longer stops early and fails with [`RuntimeError::Timeout`], naming the program.
+    /// Prepared launches ([`CpuDevice::launch`]) keep the budget they were made with.
+    pub fn set_timeout(&self, budget: Option<Duration>) {
+        *self.timeout.lock().unwrap_or_else(|e| e.into_inner()) = budget;
+    }
+
+    /// The time budget of each launch (see [`CpuDevice::set_timeout`]).
+    pub fn timeout(&self) -> Option<Duration> {
+        *self.timeout.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets how many compiled kernels the cache keeps (at least 1); beyond that the least
+    /// recently used one is dropped, and its code freed once no launch holds it.
+    pub fn set_cache_capacity(&self, kernels: usize) {
+        self.lock_cache().set_capacity(kernels);
+    }
+
+    /// How many compiled kernels the cache keeps.
+    pub fn cache_capacity(&self) -> usize {
+        self.lock_cache().capacity()
+    }
+
+    fn lock_cache(&self) -> std::sync::MutexGuard<'_, Lru<(u64, String), Arc<HostCode>>> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The compiled kernel for program `name` of `m`, from the cache or freshly compiled.
     pub fn kernel(&self, m: &Module, name: &str) -> Result<Arc<HostCode>, RuntimeError> {
         self.cache_entry(m, name.to_string(), || {
             Ok(match self.compiler {
-                HostCompiler::Cranelift => HostCode::Cranelift(compile(m, name)?),
+                HostCompiler::Cranelift => HostCode::Cranelift(cached_clif(compile(m, name)?)),
                 HostCompiler::Llvm(o) => {
                     HostCode::Llvm(weft_backend_llvm::compile_host(m, name, o)?)
                 }
@@ -130,9 +194,9 @@ impl CpuDevice {
     ) -> Result<Arc<HostCode>, RuntimeError> {
         let key = format!("{name}@{}x{}x{}", block[0], block[1], block[2]);
         self.cache_entry(m, key, || match self.compiler {
-            HostCompiler::Cranelift => Ok(HostCode::Cranelift(
+            HostCompiler::Cranelift => Ok(HostCode::Cranelift(cached_clif(
                 weft_backend_cranelift::compile_kernel(m, name, block)?,
-            )),
+            ))),
             HostCompiler::Llvm(o) => Ok(HostCode::Llvm(weft_backend_llvm::compile_host_kernel(
                 m, name, block, o,
             )?)),
@@ -148,13 +212,11 @@ impl CpuDevice {
         compile: impl FnOnce() -> Result<HostCode, RuntimeError>,
     ) -> Result<Arc<HostCode>, RuntimeError> {
         let key = (weft_ir::launch::fingerprint(m), key);
-        let cache = || self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(k) = cache().get(&key) {
-            return Ok(k.clone());
+        if let Some(k) = self.lock_cache().get(&key) {
+            return Ok(k);
         }
         let k = Arc::new(compile()?);
-        cache().insert(key, k.clone());
-        Ok(k)
+        Ok(self.lock_cache().get_or_insert(key, k))
     }
 
     /// Runs kernel `name` of `m` over `grid` (DESIGN §2 kernel mode), like
@@ -173,9 +235,7 @@ impl CpuDevice {
         let p = m
             .get(name)
             .ok_or_else(|| RunError::UnknownProgram(name.to_string()))?;
-        let descs: Vec<ArgDesc> = args.iter().map(kernel_arg_desc).collect();
-        weft_ir::launch::check_kernel_args(p, &descs)?;
-        drop(descs);
+        weft_ir::launch::check_kernel_host_args(p, args)?;
         let kernel = self.group_kernel(m, name, grid.block)?;
         let layout = kernel.layout();
         let mut ctx = vec![0u64; layout.words];
@@ -207,19 +267,33 @@ impl CpuDevice {
         for k in 0..3 {
             ctx[layout.launch + 1 + k] = grid.groups[k] as u64;
         }
-        let ctx = Ctx(ctx);
+        let mut ctx = Ctx(ctx);
         let n = grid.num_groups();
         // SAFETY: the context follows the kernel's layout and every plane it names lives
         // until the end of this function; work-groups write buffers only through in-range
         // stores and atomics.
         let entry = unsafe { kernel.entry() };
-        let run = |lo: usize, hi: usize| unsafe { entry(ctx.0.as_ptr(), lo as i64, hi as i64) };
         let threads = rayon::current_num_threads().max(1);
         let chunk = n.div_ceil(threads * 4).max(1);
         let ranges: Vec<(usize, usize)> = (0..n.div_ceil(chunk))
             .map(|c| (c * chunk, ((c + 1) * chunk).min(n)))
             .collect();
-        ranges.par_iter().for_each(|&(lo, hi)| run(lo, hi));
+        // A stopped launch leaves the buffers as they were: the planes are not copied back.
+        watched(
+            &mut ctx,
+            layout.abort,
+            name,
+            self.timeout(),
+            |ctx, abort| {
+                let run = |lo: usize, hi: usize| {
+                    if !abort.is_raised() {
+                        // SAFETY: as above; the abort word points at `abort`.
+                        unsafe { entry(ctx.0.as_ptr(), lo as i64, hi as i64) }
+                    }
+                };
+                ranges.par_iter().for_each(|&(lo, hi)| run(lo, hi));
+            },
+        )?;
         for (a, ps) in args.iter_mut().zip(&planes) {
             if let weft_ir::KernelArg::Buffer(h) = a {
                 let views: Vec<&[u8]> = ps.iter().map(|p| p.0.as_slice()).collect();
@@ -232,12 +306,12 @@ impl CpuDevice {
 
     /// Number of kernels in the cache.
     pub fn cached(&self) -> usize {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.lock_cache().len()
     }
 
     /// Empties the kernel cache; a kernel's code is freed once no launch holds it.
     pub fn clear_cache(&self) {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.lock_cache().clear();
     }
 
     /// Applies program `name` over arrays (DESIGN §5), like
@@ -250,7 +324,7 @@ impl CpuDevice {
         shape: Option<&[usize]>,
     ) -> Result<Vec<HostArray>, RuntimeError> {
         let mut l = self.launch(m, name, inputs, shape)?;
-        l.run();
+        l.run()?;
         Ok(l.outputs())
     }
 
@@ -308,7 +382,10 @@ impl CpuDevice {
         let mut outs: Vec<Vec<Plane>> = Vec::new();
         for (k, o) in p.outputs.iter().enumerate() {
             let s = o.ty.elem_scalar();
-            let mut planes: Vec<Plane> = (0..lanes(o.ty)).map(|_| Plane::new(s, padded)).collect();
+            let mut planes: Vec<Plane> = (0..lanes(o.ty))
+                .map(|_| Plane::try_new(s, padded))
+                .collect::<Option<_>>()
+                .ok_or_else(|| too_big_to_allocate(name, &launch))?;
             for (l, pl) in planes.iter_mut().enumerate() {
                 ctx[layout.outputs[k] + l] = pl.ptr();
             }
@@ -318,6 +395,11 @@ impl CpuDevice {
         for (k, &d) in launch.iter().enumerate() {
             ctx[layout.launch + 1 + k] = d as u64;
         }
+        let watch = Budget {
+            word: layout.abort,
+            program: name.to_string(),
+            budget: self.timeout(),
+        };
         Ok(Launch {
             kernel,
             ctx: Ctx(ctx),
@@ -326,6 +408,7 @@ impl CpuDevice {
             out_types: p.outputs.iter().map(|o| o.ty).collect(),
             shape: launch,
             n,
+            watch,
         })
     }
 
@@ -342,7 +425,7 @@ impl CpuDevice {
         shape: Option<&[usize]>,
     ) -> Result<Vec<HostBuffer>, RuntimeError> {
         let mut l = self.launch_buffers(m, name, args, shape)?;
-        l.run();
+        l.run()?;
         Ok(l.into_outputs())
     }
 
@@ -400,8 +483,9 @@ impl CpuDevice {
         let mut outs: Vec<HostBuffer> = p
             .outputs
             .iter()
-            .map(|o| HostBuffer::for_output(o.ty, n))
-            .collect();
+            .map(|o| HostBuffer::try_for_output(o.ty, n))
+            .collect::<Option<_>>()
+            .ok_or_else(|| too_big_to_allocate(name, &launch))?;
         for (k, o) in outs.iter_mut().enumerate() {
             for l in 0..o.lanes() {
                 ctx[layout.outputs[k] + l] = o.plane_mut(l).as_mut_ptr() as u64;
@@ -411,40 +495,78 @@ impl CpuDevice {
         for (k, &d) in launch.iter().enumerate() {
             ctx[layout.launch + 1 + k] = d as u64;
         }
+        let watch = Budget {
+            word: layout.abort,
+            program: name.to_string(),
+            budget: self.timeout(),
+        };
         Ok(BufferLaunch {
             kernel,
             ctx: Ctx(ctx),
             outs,
             shape: launch,
             n,
+            watch,
             _args: std::marker::PhantomData,
         })
     }
 }
 
-/// The description of a kernel argument that [`weft_ir::launch::check_kernel_args`] checks.
-pub(crate) fn kernel_arg_desc<'x>(a: &'x weft_ir::KernelArg) -> ArgDesc<'x> {
-    match a {
-        weft_ir::KernelArg::Value(c) => ArgDesc::Uniform(*c),
-        weft_ir::KernelArg::Array(h) => ArgDesc::Array {
-            elem: h.elem,
-            shape: &h.shape,
-        },
-        weft_ir::KernelArg::Buffer(h) => ArgDesc::Array {
-            elem: h.elem,
-            shape: &h.shape,
-        },
+/// The error for outputs of launch shape `launch` that memory cannot hold.
+fn too_big_to_allocate(program: &str, launch: &[usize]) -> RunError {
+    RunError::Launch {
+        program: program.to_string(),
+        message: format!("launch shape {launch:?} is too large to allocate its outputs"),
+    }
+}
+
+/// A Cranelift kernel as the cache keeps it: without its CLIF text (often larger than the
+/// code; `weft emit --target clif` compiles for itself).
+fn cached_clif(mut k: Kernel) -> Kernel {
+    k.clif = String::new();
+    k
+}
+
+/// One run of a launch of `program` under the watchdog: points the context's abort word at
+/// a fresh flag (raised once `budget` has passed), runs `body` with it, and turns a raised
+/// flag into [`RuntimeError::Timeout`]. The abort word is reset afterwards.
+fn watched(
+    ctx: &mut Ctx,
+    word: usize,
+    program: &str,
+    budget: Option<Duration>,
+    body: impl FnOnce(&Ctx, &AbortFlag),
+) -> Result<(), RuntimeError> {
+    let watch = Watch::start(budget).map_err(|message| RuntimeError::Watchdog {
+        program: program.to_string(),
+        message,
+    })?;
+    ctx.0[word] = watch.flag().addr();
+    body(ctx, watch.flag());
+    ctx.0[word] = NEVER.addr();
+    match budget {
+        Some(budget) if watch.flag().is_raised() => Err(RuntimeError::Timeout {
+            program: program.to_string(),
+            budget,
+        }),
+        _ => Ok(()),
     }
 }
 
 /// Runs `kernel` with context `ctx` over elements `0..n`: on the calling thread for small
-/// launches, else in chunks (whole blocks) over the rayon pool.
-fn run_chunks(kernel: &HostCode, ctx: &Ctx, n: usize) {
+/// launches, else in chunks (whole blocks) over the rayon pool. Chunks not yet started when
+/// `abort` is raised are skipped.
+fn run_chunks(kernel: &HostCode, ctx: &Ctx, n: usize, abort: &AbortFlag) {
     // SAFETY: the context follows the kernel's layout; every plane it names lives as long as
     // the launch that owns `ctx` and is padded past whole blocks; chunks write disjoint
-    // element ranges of the output planes.
+    // element ranges of the output planes; its abort word points at `abort`, which outlives
+    // the call.
     let entry = unsafe { kernel.entry() };
-    let run = |lo: usize, hi: usize| unsafe { entry(ctx.0.as_ptr(), lo as i64, hi as i64) };
+    let run = |lo: usize, hi: usize| {
+        if !abort.is_raised() {
+            unsafe { entry(ctx.0.as_ptr(), lo as i64, hi as i64) }
+        }
+    };
     if n <= SERIAL_LIMIT {
         run(0, n);
     } else {
@@ -570,7 +692,18 @@ pub struct BufferLaunch<'a> {
     outs: Vec<HostBuffer>,
     shape: Vec<usize>,
     n: usize,
+    watch: Budget,
     _args: std::marker::PhantomData<&'a HostBuffer>,
+}
+
+/// What the watchdog needs to know about a prepared launch.
+struct Budget {
+    /// The context's abort word.
+    word: usize,
+    /// The program (for the error).
+    program: String,
+    /// The device's budget when the launch was prepared.
+    budget: Option<Duration>,
 }
 
 impl BufferLaunch<'_> {
@@ -590,8 +723,14 @@ impl BufferLaunch<'_> {
     }
 
     /// Runs the kernel over every element (see [`Launch::run`]).
-    pub fn run(&mut self) {
-        run_chunks(&self.kernel, &self.ctx, self.n);
+    ///
+    /// # Errors
+    /// As [`Launch::run`].
+    pub fn run(&mut self) -> Result<(), RuntimeError> {
+        let (kernel, n, w) = (&self.kernel, self.n, &self.watch);
+        watched(&mut self.ctx, w.word, &w.program, w.budget, |ctx, abort| {
+            run_chunks(kernel, ctx, n, abort)
+        })
     }
 
     /// The output buffers (`n` elements each; padding zeroed).
@@ -613,6 +752,7 @@ pub struct Launch {
     out_types: Vec<weft_ir::Type>,
     shape: Vec<usize>,
     n: usize,
+    watch: Budget,
 }
 
 impl Launch {
@@ -627,9 +767,17 @@ impl Launch {
     }
 
     /// Runs the kernel over every element: on the calling thread for small launches, else in
-    /// chunks (whole blocks) over the rayon pool.
-    pub fn run(&mut self) {
-        run_chunks(&self.kernel, &self.ctx, self.n);
+    /// chunks (whole blocks) over the rayon pool, under the device's time budget.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Timeout`] when the run took longer than the budget: it stopped early
+    /// and the outputs hold no valid results (run again for them);
+    /// [`RuntimeError::Watchdog`] when the watchdog thread could not be started.
+    pub fn run(&mut self) -> Result<(), RuntimeError> {
+        let (kernel, n, w) = (&self.kernel, self.n, &self.watch);
+        watched(&mut self.ctx, w.word, &w.program, w.budget, |ctx, abort| {
+            run_chunks(kernel, ctx, n, abort)
+        })
     }
 
     /// The outputs as host arrays of the launch shape.

@@ -362,7 +362,7 @@ struct Inner {
     stream: Arc<CudaStream>,
     info: DeviceInfo,
     sm: u32,
-    kernels: Mutex<HashMap<(u64, String, bool), Arc<CudaKernel>>>,
+    kernels: Mutex<crate::cache::Lru<(u64, String, bool), Arc<CudaKernel>>>,
     /// Uploaded inputs keyed by the address of their `Arc<HostArray>`; the strong clone keeps
     /// the address from being reused (and the array from being changed) while cached.
     resident: Mutex<HashMap<usize, Resident>>,
@@ -661,7 +661,9 @@ impl CudaDevice {
 
     /// The loaded kernel for program `name` of `m` with the current `fast_math` setting,
     /// from the cache (keyed by the module's structural fingerprint, the name and
-    /// `fast_math`) or freshly compiled and loaded.
+    /// `fast_math`; the least recently used of more than [`crate::cache::DEFAULT_CAPACITY`]
+    /// kernels is dropped, its module unloaded once no launch holds it) or freshly compiled
+    /// and loaded.
     ///
     /// # Errors
     /// [`RuntimeError::Llvm`] when PTX generation fails; [`RuntimeError::Cuda`] when the
@@ -678,7 +680,7 @@ impl CudaDevice {
     ) -> Result<Arc<CudaKernel>, RuntimeError> {
         let key = (weft_ir::launch::fingerprint(m), name.to_string(), fast_math);
         if let Some(k) = lock(&self.inner.kernels).get(&key) {
-            return Ok(k.clone());
+            return Ok(k);
         }
         let i = &self.inner;
         let ptx = weft_backend_llvm::compile_ptx(
@@ -722,7 +724,7 @@ impl CudaDevice {
             auto_block,
             blocks_per_sm,
         });
-        Ok(lock(&i.kernels).entry(key).or_insert(k).clone())
+        Ok(lock(&i.kernels).get_or_insert(key, k))
     }
 
     /// Runs kernel `name` of `m` (DESIGN §2, kernel mode) over `grid` on the GPU, like

@@ -4,9 +4,11 @@
 //! driver API (loaded at run time, so builds and runs without CUDA installed).
 
 pub mod buffer;
+pub mod cache;
 pub mod cpu;
 pub mod cuda;
 mod planes;
+pub mod watchdog;
 
 pub use buffer::HostBuffer;
 pub use cpu::{BufArg, BufferLaunch, CpuDevice, HostCode, HostCompiler, RuntimeError};

@@ -386,6 +386,7 @@ impl Lowerer<'_, '_> {
             Self::bind_carried(f, &p.region(second).args, carried, &hv);
             let ys = self.phased_region(f, second, carried)?;
             let uy: Vec<LV> = ys.into_iter().flatten().collect();
+            self.back_edge();
             self.jump_with(hdr, uni_tys, &uy)?;
         } else {
             Self::bind_carried(f, &p.region(first).args, carried, &hv);
@@ -403,6 +404,7 @@ impl Lowerer<'_, '_> {
             let exit_args = Self::block_args(&uy);
             self.b.ins().brif(c, exit, &exit_args, again, &[]);
             self.b.switch_to_block(again);
+            self.back_edge();
             self.jump_with(hdr, uni_tys, &uy)?;
         }
         self.b.switch_to_block(exit);
@@ -495,6 +497,7 @@ impl Lowerer<'_, '_> {
         let mut nv = vec![super::lane_lv(next)];
         nv.extend(uy);
         nv.push(super::lane_lv(cont));
+        self.back_edge();
         self.jump_with(hdr, &hdr_tys, &nv)?;
         self.b.switch_to_block(exit);
         let mut it = outs.into_iter();
@@ -738,7 +741,9 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             launch_word: layout.launch,
             iota: None,
             group: None,
+            abort: None,
         };
+        l.watchdog(p, layout);
         let size: usize = block.iter().map(|&x| x as usize).product();
         let zero = l.iconst(T::I32, 0);
         l.group = Some(GroupState {
@@ -824,6 +829,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         l.b.ins().jump(hdr, &[BlockArg::Value(next)]);
         l.b.switch_to_block(exit);
         l.b.ins().return_(&[]);
+        l.finish_watchdog();
         l.b.seal_all_blocks();
         Ok(())
     }

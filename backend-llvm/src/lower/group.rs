@@ -424,6 +424,7 @@ impl Lower<'_> {
                 let lt = self.lanewise(Opcode::Lt, s, bool_, &[next.clone(), hi], true)?;
                 let cont = self.and(true, &gt.v, &lt.v);
                 self.line(format!("store {} {}, ptr {counter}", lty(s), next.v));
+                self.back_edge();
                 self.condbr(&cont, &body, &exit);
                 self.block(&exit);
             }
@@ -447,6 +448,7 @@ impl Lower<'_> {
                 self.bind(f, &args, &carries);
                 let ys = self.phased_region(f, second, &outs)?;
                 self.store_uniform(&tys, &carries, &ys);
+                self.back_edge();
                 self.br(&hdr);
                 self.block(&exit);
             }
@@ -465,6 +467,7 @@ impl Lower<'_> {
                 self.bind(f, &args, &carries);
                 let ys = self.phased_region(f, second, &no_outs)?;
                 let c = self.condition(ys)?;
+                self.back_edge();
                 self.condbr(&c, &exit, &body);
                 self.block(&exit);
             }
@@ -599,7 +602,9 @@ pub(super) fn finish(
     text.push_str(&l.prelude);
     text.push_str("  br label %head\nhead:\n  %group = phi i64 [ %begin, %entry ], [ %next, %latch ]\n  %more = icmp slt i64 %group, %end\n  br i1 %more, label %body, label %exit\n");
     text.push_str(&l.body);
-    text.push_str("latch:\n  %next = add i64 %group, 1\n  br label %head\nexit:\n  ret void\n}\n");
+    text.push_str("latch:\n  %next = add i64 %group, 1\n  br label %head\nexit:\n  ret void\n");
+    text.push_str(super::abort_block(&l));
+    text.push_str("}\n");
     let _ = writeln!(
         text,
         "attributes #0 = {{ nounwind{} }}",

@@ -73,9 +73,9 @@ fn prepared_launch_runs_repeatedly() {
     let dev = CpuDevice::new();
     let ins = inputs(10_000);
     let mut l = dev.launch(&m, "poly", &ins, None).expect("prepares");
-    l.run();
+    l.run().expect("runs");
     let first = l.outputs();
-    l.run();
+    l.run().expect("runs again");
     assert_eq!(l.outputs(), first);
     assert_eq!(l.len(), 10_000);
 }

@@ -16,4 +16,7 @@ mod filetests;
 mod fuzz;
 mod fuzz_parser;
 mod kernels;
+mod limits;
+mod llvm_cpus;
+mod watchdog;
 mod workloads;
