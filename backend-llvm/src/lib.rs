@@ -54,6 +54,74 @@ pub struct Options {
     /// denormals flush to zero, as nvcc `--use_fast_math` does. Results then differ from the
     /// interpreter (bounds: docs/semantics.md, "Fast-math").
     pub fast_math: bool,
+    /// How much work LLVM puts into the program: by default chosen from its size, so that
+    /// very large programs compile in near-linear time ([`Effort`]).
+    pub effort: Effort,
+}
+
+/// How much optimisation LLVM does (docs/abi.md, "Compile time of large programs"). Every
+/// level computes the same bits (no level changes floating-point semantics; fast-math is
+/// [`Options::fast_math`]); they differ in compile time and in the speed of the code.
+///
+/// LLVM 19's optimisation and code generation are super-linear in places on very large
+/// functions, which a long straight-line program or thousands of sequential loops make:
+/// the machine scheduler on a basic block of 10^5 instructions (19 s for a 100,000-op
+/// chain), ScalarEvolution, loop unrolling and strength reduction, and `mem2reg`'s
+/// dominance frontiers on a dominator tree thousands of loops deep (over 300 s for 10,000
+/// loops). Above [`MAX_FULL_BLOCKS`] basic blocks or [`MAX_FULL_LINES`] instructions of
+/// lowered IR, [`Effort::Auto`] steps down.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Effort {
+    /// [`Effort::Minimal`] above [`MAX_FULL_BLOCKS`] basic blocks, [`Effort::Reduced`]
+    /// above [`MAX_FULL_LINES`] lines, else [`Effort::Full`].
+    #[default]
+    Auto,
+    /// `default<O3>`, and the code generator at its aggressive level.
+    Full,
+    /// `default<O1>`; host code generation without optimisation (no machine scheduler:
+    /// linear time on huge basic blocks). PTX code generation stays aggressive.
+    Reduced,
+    /// No IR optimisation at all (loop-carried values stay in stack slots); host code
+    /// generation without optimisation. Linear time whatever the control flow.
+    Minimal,
+}
+
+/// Lowered functions with more basic blocks than this get [`Effort::Minimal`] under
+/// [`Effort::Auto`] (about 400 sequential loops: `default<O3>` took 11.6 s on 1,000).
+pub const MAX_FULL_BLOCKS: usize = 1_200;
+
+/// Lowered modules with more lines (about one instruction each) than this get
+/// [`Effort::Reduced`] under [`Effort::Auto`] (a 30,000-op chain is ~50,000 lines and
+/// compiles in 1.7 s at full effort; 100,000 ops took 23 s).
+pub const MAX_FULL_LINES: usize = 60_000;
+
+impl Effort {
+    /// The level used for lowered IR `text` (resolves [`Effort::Auto`]).
+    fn resolve(self, text: &str) -> Effort {
+        if self != Effort::Auto {
+            return self;
+        }
+        let (mut blocks, mut lines) = (0usize, 0usize);
+        for l in text.lines() {
+            lines += 1;
+            blocks += usize::from(!l.starts_with(' ') && l.ends_with(':'));
+        }
+        if blocks > MAX_FULL_BLOCKS {
+            Effort::Minimal
+        } else if lines > MAX_FULL_LINES {
+            Effort::Reduced
+        } else {
+            Effort::Full
+        }
+    }
+
+    /// The host code generator's optimisation level at this effort.
+    fn host_codegen(self) -> OptimizationLevel {
+        match self {
+            Effort::Auto | Effort::Full => OptimizationLevel::Aggressive,
+            Effort::Reduced | Effort::Minimal => OptimizationLevel::None,
+        }
+    }
 }
 
 /// Signature of a compiled host kernel: `(ctx, begin, end)` processes elements
@@ -126,6 +194,16 @@ fn init() {
     });
 }
 
+/// The host target machine for code generation at `effort` when its level is not the
+/// aggressive one of [`host_machine`]: the same CPU (`cpu` as [`host_machine`] takes it),
+/// with the code generator's level lowered; `None` when [`host_machine`]'s serves.
+fn host_codegen(cpu: Option<&str>, effort: Effort) -> Result<Option<TargetMachine>, CompileError> {
+    match effort.host_codegen() {
+        OptimizationLevel::Aggressive => Ok(None),
+        level => host_machine_at(cpu, level).map(|(tm, _)| Some(tm)),
+    }
+}
+
 fn llvm_err(e: impl ToString) -> CompileError {
     CompileError::Llvm(e.to_string())
 }
@@ -133,6 +211,14 @@ fn llvm_err(e: impl ToString) -> CompileError {
 /// The host target machine and its CPU's name: `cpu` if given, else `WEFT_LLVM_CPU`, else
 /// this CPU and its features (see [`target`]).
 fn host_machine(cpu: Option<&str>) -> Result<(TargetMachine, String), CompileError> {
+    host_machine_at(cpu, OptimizationLevel::Aggressive)
+}
+
+/// [`host_machine`] with the code generator at `level`.
+fn host_machine_at(
+    cpu: Option<&str>,
+    level: OptimizationLevel,
+) -> Result<(TargetMachine, String), CompileError> {
     init();
     let triple = TargetMachine::get_default_triple();
     let target = Target::from_triple(&triple).map_err(llvm_err)?;
@@ -142,7 +228,7 @@ fn host_machine(cpu: Option<&str>) -> Result<(TargetMachine, String), CompileErr
             &triple,
             &cpu,
             &features,
-            OptimizationLevel::Aggressive,
+            level,
             RelocMode::PIC,
             CodeModel::Default,
         )
@@ -173,7 +259,8 @@ struct Entry<'a> {
     block: [u32; 3],
 }
 
-/// Lowers, parses, verifies and optimises; returns the module (in `ctx`).
+/// Lowers, parses, verifies and optimises at the effort `opts` asks for; returns the module
+/// (in `ctx`), its context layout and the effort used.
 fn build<'c>(
     ctx: &'c Context,
     m: &Module,
@@ -182,7 +269,7 @@ fn build<'c>(
     opts: Options,
     tm: &TargetMachine,
     entry: Entry<'_>,
-) -> Result<(inkwell::module::Module<'c>, Layout), CompileError> {
+) -> Result<(inkwell::module::Module<'c>, Layout, Effort), CompileError> {
     let Entry { sym, block } = entry;
     if m.get(name).is_none() {
         return Err(CompileError::UnknownProgram(name.to_string()));
@@ -207,13 +294,21 @@ fn build<'c>(
     module
         .verify()
         .map_err(|e| CompileError::Llvm(format!("{e}")))?;
-    module
-        .run_passes("default<O3>", tm, PassBuilderOptions::create())
-        .map_err(llvm_err)?;
+    let effort = opts.effort.resolve(&lowered.text);
+    let pipeline = match effort {
+        Effort::Auto | Effort::Full => Some("default<O3>"),
+        Effort::Reduced => Some("default<O1>"),
+        Effort::Minimal => None,
+    };
+    if let Some(pipeline) = pipeline {
+        module
+            .run_passes(pipeline, tm, PassBuilderOptions::create())
+            .map_err(llvm_err)?;
+    }
     if flavor == Flavor::Ptx {
         fix_sitofp_i1(ctx, &module).map_err(llvm_err)?;
     }
-    Ok((module, lowered.layout))
+    Ok((module, lowered.layout, effort))
 }
 
 /// NVPTX in LLVM 19 lowers `sitofp i1 %c` as `selp 1, 0` then a signed conversion, giving
@@ -304,7 +399,7 @@ fn compile_host_impl(
     let _compiling = target::Compiling::enter(name, &cpu);
     let sym = format!("weft_kernel_{}", COUNTER.fetch_add(1, Ordering::Relaxed));
     let ctx = Context::create();
-    let (module, layout) = build(
+    let (module, layout, effort) = build(
         &ctx,
         m,
         name,
@@ -313,7 +408,9 @@ fn compile_host_impl(
         &tm,
         Entry { sym: &sym, block },
     )?;
-    let obj = tm
+    let obj = host_codegen(None, effort)?
+        .as_ref()
+        .unwrap_or(&tm)
         .write_to_memory_buffer(&module, FileType::Object)
         .map_err(llvm_err)?;
     let (code, addr) = jit::load(obj.as_slice(), &sym).map_err(CompileError::Llvm)?;
@@ -339,7 +436,7 @@ pub fn compile_ptx(
     let _compiling = target::Compiling::enter(name, &format!("sm_{sm}"));
     let ctx = Context::create();
     let entry = "weft_kernel".to_string();
-    let (module, layout) = build(
+    let (module, layout, _) = build(
         &ctx,
         m,
         name,
@@ -381,7 +478,7 @@ pub fn emit(
     };
     let _compiling = target::Compiling::enter(name, &cpu);
     let ctx = Context::create();
-    let (module, _) = build(
+    let (module, _, effort) = build(
         &ctx,
         m,
         name,
@@ -393,10 +490,16 @@ pub fn emit(
             block: EMIT_BLOCK,
         },
     )?;
+    let codegen = match flavor {
+        Flavor::Host => host_codegen(None, effort)?,
+        Flavor::Ptx => None,
+    };
     match target {
         EmitTarget::HostIr | EmitTarget::PtxIr => Ok(module.print_to_string().to_string()),
         _ => {
-            let buf = tm
+            let buf = codegen
+                .as_ref()
+                .unwrap_or(&tm)
                 .write_to_memory_buffer(&module, FileType::Assembly)
                 .map_err(llvm_err)?;
             Ok(String::from_utf8_lossy(buf.as_slice()).into_owned())
@@ -420,10 +523,11 @@ pub fn compile_object_for_cpu(
     cpu: &str,
     opts: Options,
 ) -> Result<Vec<u8>, CompileError> {
-    let (tm, cpu) = host_machine(Some(cpu))?;
+    let wanted = cpu;
+    let (tm, cpu) = host_machine(Some(wanted))?;
     let _compiling = target::Compiling::enter(name, &cpu);
     let ctx = Context::create();
-    let (module, _) = build(
+    let (module, _, effort) = build(
         &ctx,
         m,
         name,
@@ -435,7 +539,9 @@ pub fn compile_object_for_cpu(
             block: EMIT_BLOCK,
         },
     )?;
-    let obj = tm
+    let obj = host_codegen(Some(wanted), effort)?
+        .as_ref()
+        .unwrap_or(&tm)
         .write_to_memory_buffer(&module, FileType::Object)
         .map_err(llvm_err)?;
     Ok(obj.as_slice().to_vec())

@@ -3,7 +3,8 @@
 //!
 //! Usage: `cargo run --release -p weft-bench` (needs gcc with OpenMP; numba is optional;
 //! MDH needs `scripts/fetch_data.sh` first). `weft-bench gpu DIR` runs the GPU benchmarks
-//! (see `gpu.rs`; `scripts/gpu_bench.sh` on the GPU machine).
+//! (see `gpu.rs`; `scripts/gpu_bench.sh` on the GPU machine); `weft-bench limits` times
+//! programs at the compilers' size limits (`limits.rs`).
 
 mod gpu;
 
@@ -17,6 +18,7 @@ use weft_runtime::{CpuDevice, HostCompiler};
 
 mod algebra;
 mod kernels;
+mod limits;
 mod reduce;
 mod workloads;
 
@@ -188,6 +190,10 @@ fn main() {
         kernels::main(&args[2..]);
         return;
     }
+    if args.get(1).map(String::as_str) == Some("limits") {
+        limits::main(&args[2..]);
+        return;
+    }
     if args.get(1).map(String::as_str) == Some("workloads") {
         workloads::main(&args[2..]);
         return;
@@ -302,6 +308,7 @@ fn main() {
             let llvm = |fast_math| {
                 CpuDevice::with_compiler(HostCompiler::Llvm(weft_backend_llvm::Options {
                     fast_math,
+                    ..Default::default()
                 }))
             };
             let (dev_lp, dev_lf) = (llvm(false), llvm(true));

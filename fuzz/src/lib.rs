@@ -10,6 +10,7 @@
 //! - [`kernel`]: random barrier-safe kernels around generated programs, checked on every
 //!   backend against the interpreter's exact barrier semantics;
 //! - [`fastmath`]: one-op cases run with fast-math, compared within documented bounds;
+//! - [`stress`]: programs at the compilers' size limits (call DAGs, long chains, many loops);
 //! - [`compare`]: bit equality with any NaN equal to any NaN, and run-line formatting.
 
 pub mod case;
@@ -19,6 +20,7 @@ pub mod gen;
 pub mod kernel;
 pub mod oracle;
 pub mod runner;
+pub mod stress;
 
 pub use case::Case;
 pub use oracle::Target;

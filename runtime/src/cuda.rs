@@ -687,7 +687,7 @@ impl CudaDevice {
             m,
             name,
             i.sm,
-            weft_backend_llvm::Options { fast_math },
+            weft_backend_llvm::Options { fast_math, ..Default::default() },
         )?;
         let t0 = Instant::now();
         let module = guard("cuModuleLoadDataEx", || i.load_module(&ptx.ptx, &ptx.entry))?;

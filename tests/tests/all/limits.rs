@@ -5,6 +5,7 @@
 //! allocation aborts; kernel stores into an empty buffer do nothing.
 
 use std::sync::Arc;
+use weft_fuzz::stress::{doubling_dag, sequential_loops, straight_line};
 use weft_ir::{Const, HostArray, Input, Interpreter, KernelArg, KernelGrid, Module, Type};
 use weft_runtime::{CpuDevice, CudaDevice, HostCompiler, RuntimeError};
 
@@ -59,22 +60,6 @@ fn devices() -> Vec<(&'static str, Dev)> {
         Err(e) => eprintln!("limits: skipping cuda: {e}"),
     }
     d
-}
-
-/// `@p0` … `@p{n}`: each `@p{i}` calls `@p{i+1}` twice with the same argument and adds the
-/// results; `@p{n}` multiplies by 1.5. So `@p0(x) = x * 1.5 * 2^n`, through 2^n call paths.
-fn doubling_dag(n: usize) -> String {
-    let mut s = String::new();
-    for i in 0..n {
-        s += &format!(
-            "program @p{i}(%x: f32) -> (f32) {{\n  %a: f32 = call @p{j}(%x)\n  %b: f32 = call @p{j}(%x)\n  %r: f32 = add %a, %b\n  return %r\n}}\n",
-            j = i + 1
-        );
-    }
-    s += &format!(
-        "program @p{n}(%x: f32) -> (f32) {{\n  %c: f32 = const 1.5\n  %r: f32 = mul %x, %c\n  return %r\n}}\n"
-    );
-    s
 }
 
 fn module(src: &str) -> Module {
@@ -275,5 +260,67 @@ fn launches_too_large_for_memory_are_errors() {
             e.to_string().contains("launches have 1 to 3"),
             "{name}: {e}"
         );
+    }
+}
+
+/// Programs past the LLVM backend's size thresholds (thousands of sequential loops; a
+/// 40,000-op chain) compile at reduced effort (weft_backend_llvm::Effort; minutes at full
+/// effort) and give the interpreter's bits on every backend.
+#[test]
+fn very_large_programs_compile_and_give_the_interpreters_bits() {
+    let xs: Vec<f32> = (0..37).map(|i| i as f32 * 0.37 - 5.0).collect();
+    let ys: Vec<f32> = (0..37).map(|i| 1.0 - i as f32 * 0.11).collect();
+    let arr = |v: &[f32]| Input::Array(Arc::new(HostArray::from_f32(v)));
+    for (what, src, ins) in [
+        (
+            "3,000 sequential loops",
+            sequential_loops(3000),
+            vec![arr(&xs)],
+        ),
+        (
+            "a 40,000-op chain",
+            straight_line(40_000),
+            vec![arr(&xs), arr(&ys)],
+        ),
+    ] {
+        let m = module(&src);
+        let want = Interpreter::new(&m).apply("p", &ins, None).expect(what);
+        for (name, dev) in devices() {
+            let got = dev
+                .apply(&m, "p", &ins, None)
+                .unwrap_or_else(|e| panic!("{what} on {name}: {e}"));
+            assert_eq!(got[0].data, want[0].data, "{what} on {name}");
+        }
+    }
+}
+
+/// Every LLVM effort level (weft_backend_llvm::Effort) computes the interpreter's bits on the
+/// fuzzer's programs: the reduced levels are taken only by very large programs, so they are
+/// forced here on ordinary ones.
+#[test]
+fn every_llvm_effort_gives_the_interpreters_bits() {
+    use weft_backend_llvm::{Effort, Options};
+    use weft_fuzz::oracle::{check, oracle, Check, Devices, Oracle, Target};
+    for effort in [Effort::Reduced, Effort::Minimal] {
+        let mut devs = Devices::new(None, None);
+        devs.llvm = CpuDevice::with_compiler(HostCompiler::Llvm(Options {
+            effort,
+            ..Default::default()
+        }));
+        let (mut checked, mut failures) = (0, Vec::new());
+        for i in 0..150 {
+            let c = weft_fuzz::runner::case_at(23, i).expect("generated case");
+            let Ok(Oracle::Outputs(want)) = oracle(&c) else {
+                continue;
+            };
+            match check(&c, Target::Llvm, &want, &devs) {
+                Check::Skipped => {}
+                Check::Same => checked += 1,
+                Check::Differs(d) => failures.push(format!("case {i}: {d}")),
+            }
+        }
+        assert!(failures.is_empty(), "{effort:?}: {}", failures.join("\n"));
+        assert!(checked >= 100, "{effort:?}: only {checked} cases checked");
+        println!("llvm at {effort:?}: {checked} fuzz cases give the interpreter's bits");
     }
 }

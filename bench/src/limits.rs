@@ -1,0 +1,116 @@
+//! Compile-and-run times of programs at the compilers' size limits (issue 19), on every
+//! backend: a call DAG with 2^40 call paths, straight-line chains of 30,000 and 100,000 ops,
+//! and 10,000 sequential loops (`weft_fuzz::stress`). Each row is parse + verify + compile +
+//! one launch over 1,000 elements on a fresh device (no kernel cache), median of 3, checked
+//! against the interpreter's bits.
+
+use crate::{cpu_name, fail, median};
+use std::sync::Arc;
+use std::time::Instant;
+use weft_fuzz::stress::{doubling_dag, sequential_loops, straight_line};
+use weft_ir::interp::{HostArray, Input};
+use weft_ir::{Interpreter, Module};
+use weft_runtime::{CpuDevice, CudaDevice, HostCompiler};
+
+/// Elements per launch.
+const N: usize = 1000;
+
+/// One launch of `@name` on `backend` with a fresh device: the outputs.
+fn run(backend: &str, m: &Module, name: &str, ins: &[Input]) -> Vec<HostArray> {
+    let r = match backend {
+        "interp" => Interpreter::new(m)
+            .apply(name, ins, None)
+            .map_err(|e| e.to_string()),
+        "cranelift" => CpuDevice::with_compiler(HostCompiler::Cranelift)
+            .apply(m, name, ins, None)
+            .map_err(|e| e.to_string()),
+        "llvm" => CpuDevice::with_compiler(HostCompiler::Llvm(Default::default()))
+            .apply(m, name, ins, None)
+            .map_err(|e| e.to_string()),
+        _ => CudaDevice::new(0)
+            .map_err(|e| e.to_string())
+            .and_then(|d| d.apply(m, name, ins, None).map_err(|e| e.to_string())),
+    };
+    r.unwrap_or_else(|e| fail(format!("{backend}: {e}")))
+}
+
+/// `weft-bench limits [--gpu] [--out FILE.md]`: prints (and writes) the table.
+pub fn main(args: &[String]) {
+    let gpu = args.iter().any(|a| a == "--gpu");
+    let out = args
+        .iter()
+        .position(|a| a == "--out")
+        .and_then(|i| args.get(i + 1));
+    let mut backends = vec!["interp", "cranelift", "llvm"];
+    if gpu {
+        backends.push("cuda");
+    }
+    let xs: Vec<f32> = (0..N).map(|i| i as f32 / N as f32).collect();
+    let ys: Vec<f32> = (0..N).map(|i| 1.0 + i as f32 / N as f32).collect();
+    let arr = |v: &[f32]| Input::Array(Arc::new(HostArray::from_f32(v)));
+    let cases: Vec<(&str, String, &str, Vec<Input>, &str)> = vec![
+        (
+            "call DAG, N = 40 (2^40 call paths)",
+            doubling_dag(40),
+            "p0",
+            vec![arr(&xs)],
+            "≤ 5 s",
+        ),
+        (
+            "straight line, 30,000 ops",
+            straight_line(30_000),
+            "p",
+            vec![arr(&xs), arr(&ys)],
+            "≤ 5 s",
+        ),
+        (
+            "straight line, 100,000 ops",
+            straight_line(100_000),
+            "p",
+            vec![arr(&xs), arr(&ys)],
+            "≤ 20 s",
+        ),
+        (
+            "10,000 sequential loops",
+            sequential_loops(10_000),
+            "p",
+            vec![arr(&xs)],
+            "—",
+        ),
+    ];
+    let mut t = format!(
+        "| program | {} | target |\n|---|{}---|\n",
+        backends.join(" | "),
+        "---|".repeat(backends.len())
+    );
+    for (what, src, name, ins, target) in &cases {
+        eprintln!("limits: {what} ...");
+        let mut want: Option<Vec<HostArray>> = None;
+        let mut cells = Vec::new();
+        for b in &backends {
+            let mut times = Vec::new();
+            for _ in 0..3 {
+                let t0 = Instant::now();
+                let m = weft_ir::parse_and_verify(src)
+                    .unwrap_or_else(|e| fail(format!("{what}: {e:?}")));
+                let got = run(b, &m, name, ins);
+                times.push(t0.elapsed().as_secs_f64());
+                match &want {
+                    None => want = Some(got),
+                    Some(w) if w[0].data == got[0].data => {}
+                    Some(_) => fail(format!("{what}: {b} differs from the interpreter")),
+                }
+            }
+            cells.push(format!("{:.2} s", median(times)));
+        }
+        t.push_str(&format!("| {what} | {} | {target} |\n", cells.join(" | ")));
+    }
+    let md = format!(
+        "Compile + one launch over {N} elements, fresh device, median of 3, bits checked against the interpreter; {}.\n\n{t}",
+        cpu_name()
+    );
+    print!("{md}");
+    if let Some(p) = out {
+        std::fs::write(p, &md).unwrap_or_else(|e| fail(format!("{p}: {e}")));
+    }
+}
