@@ -78,13 +78,17 @@ pub enum Effort {
     Auto,
     /// `default<O3>`, and the code generator at its aggressive level.
     Full,
-    /// `default<O1>`; host code generation without optimisation (no machine scheduler:
-    /// linear time on huge basic blocks). PTX code generation stays aggressive.
+    /// `default<O1>`; code generation without optimisation (no machine scheduler or loop
+    /// strength reduction: linear time on huge basic blocks); on the GPU the driver's PTX
+    /// compiler at its lowest level too.
     Reduced,
-    /// No IR optimisation at all (loop-carried values stay in stack slots); host code
-    /// generation without optimisation. Linear time whatever the control flow.
+    /// No IR optimisation at all (loop-carried values stay in stack slots); code generation
+    /// as for [`Effort::Reduced`]. Linear time whatever the control flow.
     Minimal,
 }
+
+/// The environment variable that forces an [`Effort`] ([`Effort::from_env`]).
+pub const EFFORT_ENV: &str = "WEFT_LLVM_EFFORT";
 
 /// Lowered functions with more basic blocks than this get [`Effort::Minimal`] under
 /// [`Effort::Auto`] (about 400 sequential loops: `default<O3>` took 11.6 s on 1,000).
@@ -101,6 +105,9 @@ impl Effort {
         if self != Effort::Auto {
             return self;
         }
+        if let Some(e) = Effort::from_env() {
+            return e;
+        }
         let (mut blocks, mut lines) = (0usize, 0usize);
         for l in text.lines() {
             lines += 1;
@@ -115,8 +122,20 @@ impl Effort {
         }
     }
 
-    /// The host code generator's optimisation level at this effort.
-    fn host_codegen(self) -> OptimizationLevel {
+    /// The effort `WEFT_LLVM_EFFORT` forces on compilations that ask for [`Effort::Auto`]
+    /// (`full`, `reduced` or `minimal`; anything else, or unset: none), for testing the
+    /// reduced levels on ordinary programs (e.g. `weft fuzz` on the GPU).
+    pub fn from_env() -> Option<Effort> {
+        match std::env::var(EFFORT_ENV).ok()?.trim() {
+            "full" => Some(Effort::Full),
+            "reduced" => Some(Effort::Reduced),
+            "minimal" => Some(Effort::Minimal),
+            _ => None,
+        }
+    }
+
+    /// The code generator's optimisation level at this effort (host and PTX).
+    fn codegen(self) -> OptimizationLevel {
         match self {
             Effort::Auto | Effort::Full => OptimizationLevel::Aggressive,
             Effort::Reduced | Effort::Minimal => OptimizationLevel::None,
@@ -169,6 +188,9 @@ pub struct PtxKernel {
     pub layout: Layout,
     /// Time spent in lowering, LLVM optimisation and PTX generation.
     pub compile_time: Duration,
+    /// The effort it was compiled with (the CUDA device lowers the driver's PTX optimisation
+    /// level to match below [`Effort::Full`]).
+    pub effort: Effort,
 }
 
 /// What `weft emit` can print.
@@ -198,7 +220,7 @@ fn init() {
 /// aggressive one of [`host_machine`]: the same CPU (`cpu` as [`host_machine`] takes it),
 /// with the code generator's level lowered; `None` when [`host_machine`]'s serves.
 fn host_codegen(cpu: Option<&str>, effort: Effort) -> Result<Option<TargetMachine>, CompileError> {
-    match effort.host_codegen() {
+    match effort.codegen() {
         OptimizationLevel::Aggressive => Ok(None),
         level => host_machine_at(cpu, level).map(|(tm, _)| Some(tm)),
     }
@@ -238,6 +260,11 @@ fn host_machine_at(
 
 /// The NVPTX target machine for compute capability `sm` (e.g. 90 for sm_90).
 fn ptx_machine(sm: u32) -> Result<TargetMachine, CompileError> {
+    ptx_machine_at(sm, OptimizationLevel::Aggressive)
+}
+
+/// [`ptx_machine`] with the code generator at `level`.
+fn ptx_machine_at(sm: u32, level: OptimizationLevel) -> Result<TargetMachine, CompileError> {
     init();
     let triple = TargetTriple::create("nvptx64-nvidia-cuda");
     let target = Target::from_triple(&triple).map_err(llvm_err)?;
@@ -246,7 +273,7 @@ fn ptx_machine(sm: u32) -> Result<TargetMachine, CompileError> {
             &triple,
             &format!("sm_{sm}"),
             "",
-            OptimizationLevel::Aggressive,
+            level,
             RelocMode::Default,
             CodeModel::Default,
         )
@@ -436,7 +463,7 @@ pub fn compile_ptx(
     let _compiling = target::Compiling::enter(name, &format!("sm_{sm}"));
     let ctx = Context::create();
     let entry = "weft_kernel".to_string();
-    let (module, layout, _) = build(
+    let (module, layout, effort) = build(
         &ctx,
         m,
         name,
@@ -448,7 +475,13 @@ pub fn compile_ptx(
             block: EMIT_BLOCK,
         },
     )?;
-    let buf = tm
+    let reduced = match effort.codegen() {
+        OptimizationLevel::Aggressive => None,
+        level => Some(ptx_machine_at(sm, level)?),
+    };
+    let buf = reduced
+        .as_ref()
+        .unwrap_or(&tm)
         .write_to_memory_buffer(&module, FileType::Assembly)
         .map_err(llvm_err)?;
     let ptx = String::from_utf8_lossy(buf.as_slice()).into_owned();
@@ -457,6 +490,7 @@ pub fn compile_ptx(
         entry,
         layout,
         compile_time: t0.elapsed(),
+        effort,
     })
 }
 

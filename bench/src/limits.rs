@@ -101,7 +101,9 @@ pub fn main(args: &[String]) {
                     Some(_) => fail(format!("{what}: {b} differs from the interpreter")),
                 }
             }
-            cells.push(format!("{:.2} s", median(times)));
+            let cell = format!("{:.2} s", median(times));
+            eprintln!("limits: {what} on {b}: {cell}");
+            cells.push(cell);
         }
         t.push_str(&format!("| {what} | {} | {target} |\n", cells.join(" | ")));
     }

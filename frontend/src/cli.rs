@@ -613,7 +613,10 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
                     .clif
                     .clone(),
                 Some(t) => {
-                    let opts = weft_backend_llvm::Options { fast_math, ..Default::default() };
+                    let opts = weft_backend_llvm::Options {
+                        fast_math,
+                        ..Default::default()
+                    };
                     weft_backend_llvm::emit(&m, &p.name, t, sm, opts)
                         .map_err(|e| format!("error: {e}"))?
                 }
@@ -726,7 +729,10 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
                 .collect::<Result<_, _>>()?;
             let cpu = match backend.as_str() {
                 "llvm" => Some(weft_runtime::CpuDevice::with_compiler(
-                    weft_runtime::HostCompiler::Llvm(weft_backend_llvm::Options { fast_math, ..Default::default() }),
+                    weft_runtime::HostCompiler::Llvm(weft_backend_llvm::Options {
+                        fast_math,
+                        ..Default::default()
+                    }),
                 )),
                 "cranelift" => Some(weft_runtime::CpuDevice::with_compiler(
                     weft_runtime::HostCompiler::Cranelift,

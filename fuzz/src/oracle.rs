@@ -107,7 +107,10 @@ pub struct Devices<'a> {
 impl<'a> Devices<'a> {
     /// CPU devices with empty caches, and the GPU ones (`cuda_fast` set to fast-math).
     pub fn new(cuda: Option<&'a CudaDevice>, cuda_fast: Option<&'a CudaDevice>) -> Devices<'a> {
-        let fast = weft_backend_llvm::Options { fast_math: true, ..Default::default() };
+        let fast = weft_backend_llvm::Options {
+            fast_math: true,
+            ..Default::default()
+        };
         Devices {
             cranelift: CpuDevice::new(),
             llvm: CpuDevice::with_compiler(HostCompiler::Llvm(Default::default())),

@@ -471,6 +471,18 @@ impl Inner {
 
     /// Loads PTX (NUL-free text) and finds its entry; JIT errors come with the JIT's log.
     fn load_module(&self, ptx: &str, entry: &str) -> Result<LoadedModule, CudaError> {
+        self.load_module_at(ptx, entry, 4)
+    }
+
+    /// [`Inner::load_module`] with the driver's PTX optimisation level (`CU_JIT_OPTIMIZATION_LEVEL`,
+    /// 0 … 4; 4 is the driver's default): kernels LLVM compiled below full effort (very large
+    /// programs, docs/abi.md) get 0, since `ptxas` is super-linear on them too.
+    fn load_module_at(
+        &self,
+        ptx: &str,
+        entry: &str,
+        level: u32,
+    ) -> Result<LoadedModule, CudaError> {
         let bad = |what: &str| CudaError::Driver {
             call: "cuModuleLoadDataEx",
             code: "CUDA_ERROR_INVALID_VALUE".into(),
@@ -484,11 +496,17 @@ impl Inner {
         let mut opts = [
             sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
             sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+            sys::CUjit_option::CU_JIT_OPTIMIZATION_LEVEL,
         ];
-        let mut vals: [*mut c_void; 2] = [log.as_mut_ptr().cast(), log.len() as *mut c_void];
+        let mut vals: [*mut c_void; 3] = [
+            log.as_mut_ptr().cast(),
+            log.len() as *mut c_void,
+            level.min(4) as usize as *mut c_void,
+        ];
         let mut module: sys::CUmodule = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated PTX image; two options whose values are a writable buffer
-        // and its size (passed by value, as the driver API specifies); `log` outlives the call.
+        // SAFETY: a NUL-terminated PTX image; three options whose values are a writable buffer,
+        // its size and the optimisation level (the last two passed by value, as the driver API
+        // specifies); `log` outlives the call.
         let r = unsafe {
             sys::cuModuleLoadDataEx(
                 &mut module,
@@ -687,10 +705,19 @@ impl CudaDevice {
             m,
             name,
             i.sm,
-            weft_backend_llvm::Options { fast_math, ..Default::default() },
+            weft_backend_llvm::Options {
+                fast_math,
+                ..Default::default()
+            },
         )?;
         let t0 = Instant::now();
-        let module = guard("cuModuleLoadDataEx", || i.load_module(&ptx.ptx, &ptx.entry))?;
+        let level = match ptx.effort {
+            weft_backend_llvm::Effort::Auto | weft_backend_llvm::Effort::Full => 4,
+            weft_backend_llvm::Effort::Reduced | weft_backend_llvm::Effort::Minimal => 0,
+        };
+        let module = guard("cuModuleLoadDataEx", || {
+            i.load_module_at(&ptx.ptx, &ptx.entry, level)
+        })?;
         let load_time = t0.elapsed();
         let f = module.func;
         let fattr = |a: sys::CUfunction_attribute| {

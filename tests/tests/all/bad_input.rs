@@ -231,8 +231,8 @@ const STORE: &str = "kernel @k(buffer %a: array<2 x f32, clamp>) {
 
 /// `.npy` headers whose element count overflows 64 bits (and wraps to 0 or 1 in unchecked
 /// arithmetic), negative dimensions, headers that lie about the data size, a header longer
-/// than the file: exit 1 naming the file and the claim, on every CPU backend, before
-/// anything is allocated or launched.
+/// than the file: exit 1 naming the file and the claim, on every CPU backend and on cuda where
+/// a GPU is present, before anything is allocated or launched.
 #[test]
 fn crafted_npy_headers_are_errors() {
     let d = dir("npy");
@@ -270,7 +270,12 @@ fn crafted_npy_headers_are_errors() {
     let long_header = file(&d, "long_header.npy", &long_header);
     let in_i3 = format!("i={}", s(&i3));
     let in_i2 = format!("i={}", s(&i2));
-    for backend in ["interp", "cranelift", "llvm"] {
+    let mut backends = vec!["interp", "cranelift", "llvm"];
+    match weft_tests::filetest::cuda_device() {
+        Ok(_) => backends.push("cuda"),
+        Err(e) => eprintln!("crafted_npy_headers_are_errors: SKIPPED on cuda ({e})"),
+    }
+    for backend in backends {
         let m = format!("m={}", s(&wrap0));
         expect(
             &["run", s(&g3), "--backend", backend, "--in", &m, "--in", &in_i3],

@@ -66,7 +66,15 @@ fn compile_for(m: &Module, name: &str, cpus: &[&str], fast: bool) -> Vec<String>
     for cpu in cpus {
         let modes: &[bool] = if fast { &[false, true] } else { &[false] };
         for &fast_math in modes {
-            match compile_object_for_cpu(m, name, cpu, Options { fast_math, ..Default::default() }) {
+            match compile_object_for_cpu(
+                m,
+                name,
+                cpu,
+                Options {
+                    fast_math,
+                    ..Default::default()
+                },
+            ) {
                 Ok(obj) if obj.starts_with(b"\x7fELF") => {}
                 Ok(_) => failures.push(format!("@{name} for {cpu}: not an ELF object")),
                 Err(e) => failures.push(format!(
