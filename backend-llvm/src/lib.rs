@@ -422,24 +422,8 @@ fn compile_host_impl(
 ) -> Result<HostKernel, CompileError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let t0 = Instant::now();
-    let (tm, cpu) = host_machine(None)?;
-    let _compiling = target::Compiling::enter(name, &cpu);
     let sym = format!("weft_kernel_{}", COUNTER.fetch_add(1, Ordering::Relaxed));
-    let ctx = Context::create();
-    let (module, layout, effort) = build(
-        &ctx,
-        m,
-        name,
-        Flavor::Host,
-        opts,
-        &tm,
-        Entry { sym: &sym, block },
-    )?;
-    let obj = host_codegen(None, effort)?
-        .as_ref()
-        .unwrap_or(&tm)
-        .write_to_memory_buffer(&module, FileType::Object)
-        .map_err(llvm_err)?;
+    let (obj, layout) = host_object(m, name, opts, None, Entry { sym: &sym, block })?;
     let (code, addr) = jit::load(obj.as_slice(), &sym).map_err(CompileError::Llvm)?;
     // SAFETY: the symbol is the kernel just compiled with this signature.
     let entry: KernelFn = unsafe { std::mem::transmute::<usize, KernelFn>(addr) };
@@ -557,26 +541,32 @@ pub fn compile_object_for_cpu(
     cpu: &str,
     opts: Options,
 ) -> Result<Vec<u8>, CompileError> {
-    let wanted = cpu;
-    let (tm, cpu) = host_machine(Some(wanted))?;
-    let _compiling = target::Compiling::enter(name, &cpu);
+    let entry = Entry {
+        sym: "weft_kernel",
+        block: EMIT_BLOCK,
+    };
+    let (obj, _) = host_object(m, name, opts, Some(cpu), entry)?;
+    Ok(obj.as_slice().to_vec())
+}
+
+/// Lowers, optimises and generates the host object file of program `name` of `m` for the CPU
+/// `cpu` (as [`host_machine`] takes it), at the effort `opts` asks for; returns the object
+/// and the context layout.
+fn host_object(
+    m: &Module,
+    name: &str,
+    opts: Options,
+    cpu: Option<&str>,
+    entry: Entry<'_>,
+) -> Result<(MemoryBuffer<'static>, Layout), CompileError> {
+    let (tm, resolved) = host_machine(cpu)?;
+    let _compiling = target::Compiling::enter(name, &resolved);
     let ctx = Context::create();
-    let (module, _, effort) = build(
-        &ctx,
-        m,
-        name,
-        Flavor::Host,
-        opts,
-        &tm,
-        Entry {
-            sym: "weft_kernel",
-            block: EMIT_BLOCK,
-        },
-    )?;
-    let obj = host_codegen(Some(wanted), effort)?
+    let (module, layout, effort) = build(&ctx, m, name, Flavor::Host, opts, &tm, entry)?;
+    let obj = host_codegen(cpu, effort)?
         .as_ref()
         .unwrap_or(&tm)
         .write_to_memory_buffer(&module, FileType::Object)
         .map_err(llvm_err)?;
-    Ok(obj.as_slice().to_vec())
+    Ok((obj, layout))
 }

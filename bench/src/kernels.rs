@@ -297,10 +297,7 @@ fn ms(s: f64) -> String {
 /// `weft-bench kernels [--gpu] [--out FILE.md]`: prints (and writes) the table.
 pub fn main(args: &[String]) {
     let gpu = args.iter().any(|a| a == "--gpu");
-    let out = args
-        .iter()
-        .position(|a| a == "--out")
-        .and_then(|i| args.get(i + 1));
+    let out = crate::option_value(args, "--out");
     let mut rows = Vec::new();
     if gpu {
         let dev = CudaDevice::new(0).unwrap_or_else(|e| fail(format!("cuda: {e}")));

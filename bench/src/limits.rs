@@ -37,10 +37,7 @@ fn run(backend: &str, m: &Module, name: &str, ins: &[Input]) -> Vec<HostArray> {
 /// `weft-bench limits [--gpu] [--out FILE.md]`: prints (and writes) the table.
 pub fn main(args: &[String]) {
     let gpu = args.iter().any(|a| a == "--gpu");
-    let out = args
-        .iter()
-        .position(|a| a == "--out")
-        .and_then(|i| args.get(i + 1));
+    let out = crate::option_value(args, "--out");
     let mut backends = vec!["interp", "cranelift", "llvm"];
     if gpu {
         backends.push("cuda");

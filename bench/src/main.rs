@@ -38,6 +38,13 @@ fn cpu_name() -> String {
         .unwrap_or_default()
 }
 
+/// The value after option `name` in `args` (`--out FILE`), if given.
+fn option_value<'a>(args: &'a [String], name: &str) -> Option<&'a String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
