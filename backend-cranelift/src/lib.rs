@@ -19,9 +19,6 @@ use weft_ir::interp::scalar;
 use weft_ir::konst::f16_from_f64;
 use weft_ir::{Module, Opcode, ScalarType};
 
-/// The backend's name as used by `weft run --backend`.
-pub const NAME: &str = "cranelift";
-
 /// Why compilation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {

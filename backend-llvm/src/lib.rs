@@ -23,9 +23,6 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use weft_ir::Module;
 
-/// The backend's name as used by `weft run --backend`.
-pub const NAME: &str = "llvm";
-
 /// Why compilation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {

@@ -113,12 +113,10 @@ fn coins() -> Option<HostArray> {
 /// The algebra rows on the Cranelift and LLVM CPU devices.
 pub fn rows(rows: &mut Vec<Row>, notes: &mut Vec<String>) {
     let devices = [
-        ("cranelift", CpuDevice::new()),
-        (
-            "llvm",
-            CpuDevice::with_compiler(HostCompiler::Llvm(Default::default())),
-        ),
-    ];
+        CpuDevice::new(),
+        CpuDevice::with_compiler(HostCompiler::Llvm(Default::default())),
+    ]
+    .map(|d| (d.compiler().backend().name(), d));
 
     // ---- a. Fusion by composition: the particle system, 4 Mi particles.
     let pm = load("examples/ir/algebra/particles.weft");

@@ -199,11 +199,12 @@ fn gpu_rows(dev: &CudaDevice, rows: &mut Vec<Row>) {
 /// The CPU rows for both host compilers.
 fn cpu_rows(rows: &mut Vec<Row>) {
     let llvm = CpuDevice::with_compiler(weft_runtime::HostCompiler::Llvm(Default::default()));
-    cpu_rows_on(&CpuDevice::new(), "cranelift", rows);
-    cpu_rows_on(&llvm, "llvm", rows);
+    cpu_rows_on(&CpuDevice::new(), rows);
+    cpu_rows_on(&llvm, rows);
 }
 
-fn cpu_rows_on(dev: &CpuDevice, compiler: &str, rows: &mut Vec<Row>) {
+fn cpu_rows_on(dev: &CpuDevice, rows: &mut Vec<Row>) {
+    let compiler = dev.compiler().backend();
     let n = 256;
     let mm = example("examples/ir/kernels/matmul.weft");
     let a = f32s(

@@ -9,38 +9,26 @@ use std::sync::Arc;
 use std::time::Instant;
 use weft_fuzz::stress::{doubling_dag, sequential_loops, straight_line};
 use weft_ir::interp::{HostArray, Input};
-use weft_ir::{Interpreter, Module};
-use weft_runtime::{CpuDevice, CudaDevice, HostCompiler};
+use weft_ir::Module;
+use weft_runtime::{Backend, Device, DeviceOptions};
 
 /// Elements per launch.
 const N: usize = 1000;
 
 /// One launch of `@name` on `backend` with a fresh device: the outputs.
-fn run(backend: &str, m: &Module, name: &str, ins: &[Input]) -> Vec<HostArray> {
-    let r = match backend {
-        "interp" => Interpreter::new(m)
-            .apply(name, ins, None)
-            .map_err(|e| e.to_string()),
-        "cranelift" => CpuDevice::with_compiler(HostCompiler::Cranelift)
-            .apply(m, name, ins, None)
-            .map_err(|e| e.to_string()),
-        "llvm" => CpuDevice::with_compiler(HostCompiler::Llvm(Default::default()))
-            .apply(m, name, ins, None)
-            .map_err(|e| e.to_string()),
-        _ => CudaDevice::new(0)
-            .map_err(|e| e.to_string())
-            .and_then(|d| d.apply(m, name, ins, None).map_err(|e| e.to_string())),
-    };
-    r.unwrap_or_else(|e| fail(format!("{backend}: {e}")))
+fn run(backend: Backend, m: &Module, name: &str, ins: &[Input]) -> Vec<HostArray> {
+    Device::open(backend, &DeviceOptions::default())
+        .and_then(|d| d.apply(m, name, ins, None))
+        .unwrap_or_else(|e| fail(format!("{backend}: {e}")))
 }
 
 /// `weft-bench limits [--gpu] [--out FILE.md]`: prints (and writes) the table.
 pub fn main(args: &[String]) {
     let gpu = args.iter().any(|a| a == "--gpu");
     let out = crate::option_value(args, "--out");
-    let mut backends = vec!["interp", "cranelift", "llvm"];
+    let mut backends = vec![Backend::Interp, Backend::Cranelift, Backend::Llvm];
     if gpu {
-        backends.push("cuda");
+        backends.push(Backend::Cuda);
     }
     let xs: Vec<f32> = (0..N).map(|i| i as f32 / N as f32).collect();
     let ys: Vec<f32> = (0..N).map(|i| 1.0 + i as f32 / N as f32).collect();
@@ -77,7 +65,11 @@ pub fn main(args: &[String]) {
     ];
     let mut t = format!(
         "| program | {} | target |\n|---|{}---|\n",
-        backends.join(" | "),
+        backends
+            .iter()
+            .map(|b| b.name())
+            .collect::<Vec<_>>()
+            .join(" | "),
         "---|".repeat(backends.len())
     );
     for (what, src, name, ins, target) in &cases {
@@ -90,7 +82,7 @@ pub fn main(args: &[String]) {
                 let t0 = Instant::now();
                 let m = weft_ir::parse_and_verify(src)
                     .unwrap_or_else(|e| fail(format!("{what}: {e:?}")));
-                let got = run(b, &m, name, ins);
+                let got = run(*b, &m, name, ins);
                 times.push(t0.elapsed().as_secs_f64());
                 match &want {
                     None => want = Some(got),

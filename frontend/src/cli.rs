@@ -17,9 +17,10 @@ use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use weft_ir::interp::{Input, Interpreter};
+use weft_ir::interp::Input;
 use weft_ir::konst::parse_lane;
 use weft_ir::{Const, HostArray, Module, ParamKind, Program, Type};
+use weft_runtime::{Backend, Device, DeviceOptions};
 
 /// weft: a data-parallel JIT compiler with its own typed SSA IR.
 #[derive(Parser, Debug)]
@@ -75,7 +76,7 @@ pub enum Command {
         /// Backend: `cranelift` (compiled SIMD code on the CPU, the default), `llvm` (LLVM
         /// on the CPU), `cuda` (LLVM → PTX on an NVIDIA GPU) or `interp` (the reference
         /// interpreter).
-        #[arg(long, default_value = "cranelift", value_parser = BACKENDS)]
+        #[arg(long, default_value = Backend::Cranelift.name(), value_parser = BACKENDS)]
         backend: String,
         /// GPU index for `--backend cuda` (see `weft devices`).
         #[arg(long, default_value_t = 0)]
@@ -291,7 +292,7 @@ pub enum Command {
 }
 
 /// The names `weft run --backend` takes.
-pub const BACKENDS: [&str; 4] = ["cranelift", "llvm", "cuda", "interp"];
+pub const BACKENDS: [&str; 4] = Backend::NAMES;
 
 /// The axes of `--grid` or `--block`: 1 to 3 numbers of at least 1, x first.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -660,14 +661,7 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
             sums,
         } => {
             let timeout = run_budget(timeout)?;
-            let available = weft_runtime::available_backends();
-            if !available.contains(&backend.as_str()) {
-                return Err(format!(
-                    "error: backend `{backend}` is not available in this build (available: {})",
-                    available.join(", ")
-                )
-                .into());
-            }
+            let backend: Backend = backend.parse().map_err(|e| format!("error: {e}"))?;
             let m = load(&file)?;
             let p = choose_program(&m, program.as_deref(), &file)?;
             let shape = shape.map(|s| s.0);
@@ -675,11 +669,14 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
             if p.kind == weft_ir::ProgramKind::Kernel {
                 let grid = kernel_grid(p, grid.as_deref(), block.as_deref())?;
                 let k = KernelRun {
-                    backend: &backend,
-                    device,
-                    fast_math,
-                    fuel,
-                    timeout,
+                    backend,
+                    opts: DeviceOptions {
+                        fast_math,
+                        ordinal: device,
+                        fuel,
+                        timeout,
+                        ..DeviceOptions::default()
+                    },
                 };
                 if iterate != 1 || !feed.is_empty() || until.is_some() || shape.is_some() {
                     return Err(format!(
@@ -708,53 +705,27 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
                 |name| output_index(p, name, "--out"),
                 &input_files(p, &inputs),
             )?;
-            // The GPU first: a missing driver or device is reported before anything else.
-            let cuda = if backend == "cuda" {
-                let mut dev = weft_runtime::CudaDevice::new(device)
-                    .map_err(|e| format!("error: backend `cuda`: {e}"))?;
-                dev.set_config(weft_runtime::GpuConfig {
-                    block,
-                    grid,
-                    fast_math,
-                });
-                Some(dev)
-            } else {
-                None
+            // The device first: a missing GPU driver or device is reported before anything
+            // else.
+            let opts = DeviceOptions {
+                fast_math,
+                ordinal: device,
+                fuel,
+                timeout,
+                block,
+                grid,
             };
+            let dev = Device::open(backend, &opts)
+                .map_err(|e| format!("error: backend `{backend}`: {e}"))?;
             let mut ins = bind_inputs(p, &inputs)?;
             let plan = iteration::Plan::parse(p, iterate, &feed, until.as_deref())?;
             let sums: Vec<usize> = sums
                 .iter()
                 .map(|o| output_index(p, o, "--sum"))
                 .collect::<Result<_, _>>()?;
-            let cpu = match backend.as_str() {
-                "llvm" => Some(weft_runtime::CpuDevice::with_compiler(
-                    weft_runtime::HostCompiler::Llvm(weft_backend_llvm::Options {
-                        fast_math,
-                        ..Default::default()
-                    }),
-                )),
-                "cranelift" => Some(weft_runtime::CpuDevice::with_compiler(
-                    weft_runtime::HostCompiler::Cranelift,
-                )),
-                _ => None,
-            };
-            if let Some(dev) = &cpu {
-                dev.set_timeout(timeout);
-            }
             let run_once = |ins: &[Input]| -> Result<Vec<HostArray>, CliError> {
-                let r = if let Some(dev) = &cuda {
-                    dev.apply(&m, &p.name, ins, shape.as_deref())
-                } else if let Some(dev) = &cpu {
-                    dev.apply(&m, &p.name, ins, shape.as_deref())
-                } else {
-                    let mut interp = Interpreter::new(&m);
-                    interp.fuel = interp_fuel(fuel, timeout);
-                    interp
-                        .apply(&p.name, ins, shape.as_deref())
-                        .map_err(Into::into)
-                };
-                r.map_err(|e| format!("error: {e}").into())
+                dev.apply(&m, &p.name, ins, shape.as_deref())
+                    .map_err(|e| format!("error: {e}").into())
             };
             let start = std::time::Instant::now();
             let (outs, ran) = plan.run(&mut ins, run_once)?;
@@ -782,12 +753,9 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
 }
 
 /// How `weft run` runs a kernel.
-struct KernelRun<'a> {
-    backend: &'a str,
-    device: usize,
-    fast_math: bool,
-    fuel: u64,
-    timeout: Option<std::time::Duration>,
+struct KernelRun {
+    backend: Backend,
+    opts: DeviceOptions,
 }
 
 /// A `--timeout` value: the budget per launch, `None` for `0` (no budget).
@@ -812,18 +780,6 @@ fn run_budget(flag: Option<Budget>) -> Result<Option<std::time::Duration>, CliEr
         }
         None => Ok(Some(DEFAULT_RUN_TIMEOUT)),
     }
-}
-
-/// Ops per second one element of the interpreter runs, roughly (a loop of adds on this
-/// machine): `--timeout` on `interp` becomes this much fuel per second.
-const INTERP_OPS_PER_SECOND: f64 = 2.5e7;
-
-/// The interpreter's fuel per element under `budget`: `fuel`, capped at the ops one element
-/// runs in about that time (the interpreter counts ops, not time).
-fn interp_fuel(fuel: u64, budget: Option<std::time::Duration>) -> u64 {
-    budget.map_or(fuel, |b| {
-        fuel.min((b.as_secs_f64() * INTERP_OPS_PER_SECOND).max(1.0) as u64)
-    })
 }
 
 /// The kernel launch `--grid`/`--block` give (both required).
@@ -896,40 +852,11 @@ fn run_kernel_cli(
         });
     }
     let start = std::time::Instant::now();
-    let r: Result<(), String> = match k.backend {
-        "cuda" => {
-            let mut dev = weft_runtime::CudaDevice::new(k.device)
-                .map_err(|e| format!("error: backend `cuda`: {e}"))?;
-            dev.set_config(weft_runtime::GpuConfig {
-                block: None,
-                grid: None,
-                fast_math: k.fast_math,
-            });
-            dev.run_kernel(m, &p.name, &mut args, grid)
-                .map_err(|e| e.to_string())
-        }
-        "interp" => {
-            let mut interp = Interpreter::new(m);
-            interp.fuel = interp_fuel(k.fuel, k.timeout);
-            interp
-                .run_kernel(&p.name, &mut args, grid)
-                .map_err(|e| e.to_string())
-        }
-        b => {
-            let compiler = if b == "llvm" {
-                weft_runtime::HostCompiler::Llvm(weft_backend_llvm::Options {
-                    fast_math: k.fast_math,
-                    ..Default::default()
-                })
-            } else {
-                weft_runtime::HostCompiler::Cranelift
-            };
-            let dev = weft_runtime::CpuDevice::with_compiler(compiler);
-            dev.set_timeout(k.timeout);
-            dev.run_kernel(m, &p.name, &mut args, grid)
-                .map_err(|e| e.to_string())
-        }
-    };
+    let dev = Device::open(k.backend, &k.opts)
+        .map_err(|e| format!("error: backend `{}`: {e}", k.backend))?;
+    let r = dev
+        .run_kernel(m, &p.name, &mut args, grid)
+        .map_err(|e| e.to_string());
     r.map_err(|e| format!("error: {e}"))?;
     let secs = start.elapsed().as_secs_f64();
     drop(args);

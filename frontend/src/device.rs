@@ -69,17 +69,22 @@ impl Device {
     /// # Errors
     /// An unknown name, or as [`Device::cuda`].
     pub fn by_name(name: &str) -> Result<Device> {
-        match name {
-            "interp" => Ok(Device::interp()),
-            "cpu" | "cranelift" => Ok(Device::cpu()),
-            "llvm" => Ok(Device::cpu_llvm()),
-            "cuda" => Device::cuda(0),
-            _ => match name.strip_prefix("cuda:").map(str::parse) {
-                Some(Ok(n)) => Device::cuda(n),
-                _ => Err(Error::argument(format!(
-                    "unknown device `{name}` (expected interp, cpu, llvm, cuda or cuda:N)"
-                ))),
-            },
+        use weft_runtime::Backend;
+        // `cpu` is the default CPU backend; `cuda:N` names a GPU.
+        let (backend, ordinal) = match name.split_once(':') {
+            Some((b, n)) if b.parse() == Ok(Backend::Cuda) => (Some(Backend::Cuda), n.parse().ok()),
+            Some(_) => (None, None),
+            None if name == "cpu" => (Some(Backend::Cranelift), Some(0)),
+            None => (name.parse().ok(), Some(0)),
+        };
+        match (backend, ordinal) {
+            (Some(Backend::Interp), _) => Ok(Device::interp()),
+            (Some(Backend::Cranelift), _) => Ok(Device::cpu()),
+            (Some(Backend::Llvm), _) => Ok(Device::cpu_llvm()),
+            (Some(Backend::Cuda), Some(n)) => Device::cuda(n),
+            _ => Err(Error::argument(format!(
+                "unknown device `{name}` (expected interp, cpu, llvm, cuda or cuda:N)"
+            ))),
         }
     }
 
@@ -108,7 +113,7 @@ impl Device {
     /// A short description (`cpu (cranelift)`, `interp`, the GPU's name).
     pub fn name(&self) -> String {
         match &*self.0 {
-            Kind::Interp => "interp".into(),
+            Kind::Interp => weft_runtime::Backend::Interp.name().into(),
             Kind::Cpu(_, n) => (*n).into(),
             Kind::Cuda(d) => format!("cuda:{} ({})", d.info().ordinal, d.info().name),
         }

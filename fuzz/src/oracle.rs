@@ -9,7 +9,7 @@ use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use weft_ir::interp::RunError;
 use weft_ir::{HostArray, Input, Interpreter, Module, ParamKind};
-use weft_runtime::{CpuDevice, CudaDevice, HostCompiler};
+use weft_runtime::{Backend, CpuDevice, CudaDevice, HostCompiler};
 
 /// What a case is checked on, against the interpreter on the original module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -47,19 +47,35 @@ impl Target {
     /// The targets of a backend name as `weft fuzz --backends` takes them: `interp` (every
     /// pipeline and algebra row), `cranelift`, `llvm`, `cuda`.
     pub fn of_backend(name: &str) -> Option<Vec<Target>> {
-        Some(match name {
-            "interp" => {
+        let (base, fast) = match name.strip_suffix(FAST_SUFFIX) {
+            Some(b) => (b, true),
+            None => (name, false),
+        };
+        Some(match (base.parse::<Backend>().ok()?, fast) {
+            (Backend::Interp, false) => {
                 let mut v: Vec<Target> = PIPELINES.iter().map(|&p| Target::Pipeline(p)).collect();
                 v.extend([Target::LiftUniforms, Target::Bind, Target::Keep]);
                 v
             }
-            "cranelift" => vec![Target::Cranelift],
-            "llvm" => vec![Target::Llvm],
-            "cuda" => vec![Target::Cuda],
-            "llvm-fast" => vec![Target::LlvmFast],
-            "cuda-fast" => vec![Target::CudaFast],
-            _ => return None,
+            (Backend::Cranelift, false) => vec![Target::Cranelift],
+            (Backend::Llvm, false) => vec![Target::Llvm],
+            (Backend::Cuda, false) => vec![Target::Cuda],
+            (Backend::Llvm, true) => vec![Target::LlvmFast],
+            (Backend::Cuda, true) => vec![Target::CudaFast],
+            (Backend::Interp | Backend::Cranelift, true) => return None,
         })
+    }
+
+    /// The backend the target runs on (the interpreter for pipelines and algebra rows).
+    pub fn backend(self) -> Backend {
+        match self {
+            Target::Pipeline(_) | Target::LiftUniforms | Target::Bind | Target::Keep => {
+                Backend::Interp
+            }
+            Target::Cranelift => Backend::Cranelift,
+            Target::Llvm | Target::LlvmFast => Backend::Llvm,
+            Target::Cuda | Target::CudaFast => Backend::Cuda,
+        }
     }
 
     /// True for the compiled backends.
@@ -73,18 +89,19 @@ impl Target {
     }
 }
 
+/// The suffix of a fast-math target's name (`llvm-fast`, `cuda-fast`).
+pub const FAST_SUFFIX: &str = "-fast";
+
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.backend();
         match self {
-            Target::Pipeline(p) => write!(f, "interp+{p}"),
-            Target::LiftUniforms => write!(f, "interp+lift-uniforms"),
-            Target::Bind => write!(f, "interp+bind"),
-            Target::Keep => write!(f, "interp+keep"),
-            Target::Cranelift => write!(f, "cranelift"),
-            Target::Llvm => write!(f, "llvm"),
-            Target::Cuda => write!(f, "cuda"),
-            Target::LlvmFast => write!(f, "llvm-fast"),
-            Target::CudaFast => write!(f, "cuda-fast"),
+            Target::Pipeline(p) => write!(f, "{b}+{p}"),
+            Target::LiftUniforms => write!(f, "{b}+lift-uniforms"),
+            Target::Bind => write!(f, "{b}+bind"),
+            Target::Keep => write!(f, "{b}+keep"),
+            Target::LlvmFast | Target::CudaFast => write!(f, "{b}{FAST_SUFFIX}"),
+            Target::Cranelift | Target::Llvm | Target::Cuda => write!(f, "{b}"),
         }
     }
 }

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use weft_runtime::CudaDevice;
+use weft_runtime::{Backend, CudaDevice};
 
 /// What a fuzz run does.
 #[derive(Clone, Debug)]
@@ -45,9 +45,9 @@ impl Default for FuzzConfig {
             first: 0,
             cases: Some(100),
             time: None,
-            targets: ["interp", "cranelift", "llvm"]
+            targets: [Backend::Interp, Backend::Cranelift, Backend::Llvm]
                 .iter()
-                .flat_map(|b| Target::of_backend(b).expect("backend"))
+                .flat_map(|b| Target::of_backend(b.name()).expect("backend"))
                 .collect(),
             out_dir: None,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),

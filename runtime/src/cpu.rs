@@ -141,6 +141,11 @@ impl CpuDevice {
         }
     }
 
+    /// The code generator this device compiles with.
+    pub fn compiler(&self) -> HostCompiler {
+        self.compiler
+    }
+
     /// Sets the time budget of each later launch (none: unlimited). Compiled code checks it
     /// at every loop back-edge (docs/abi.md, "The launch watchdog"); a launch that runs
     /// longer stops early and fails with [`RuntimeError::Timeout`], naming the program.

@@ -3,6 +3,7 @@
 //! CUDA device compiles them to PTX with LLVM and runs them on an NVIDIA GPU through the
 //! driver API (loaded at run time, so builds and runs without CUDA installed).
 
+pub mod backend;
 pub mod buffer;
 pub mod cache;
 pub mod cpu;
@@ -10,6 +11,7 @@ pub mod cuda;
 mod planes;
 pub mod watchdog;
 
+pub use backend::{Backend, Device, DeviceOptions, UnknownBackend};
 pub use buffer::HostBuffer;
 pub use cpu::{BufArg, BufferLaunch, CpuDevice, HostCode, HostCompiler, RuntimeError};
 pub use cuda::{
@@ -18,8 +20,9 @@ pub use cuda::{
     Transfers,
 };
 
-/// Backends this build can run programs on. `cuda` is always compiled in; whether a GPU and
-/// driver are present is a run-time matter ([`cuda_driver_status`], [`cuda_devices`]).
+/// Backends this build can run programs on ([`Backend::NAMES`]). `cuda` is always compiled
+/// in; whether a GPU and driver are present is a run-time matter ([`cuda_driver_status`],
+/// [`cuda_devices`]).
 pub fn available_backends() -> &'static [&'static str] {
-    &["interp", "cranelift", "llvm", "cuda"]
+    &Backend::NAMES
 }

@@ -1015,19 +1015,10 @@ impl Got {
     }
 }
 
-/// A backend a run line is checked on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    /// The reference interpreter (the oracle).
-    Interp,
-    /// Cranelift-compiled code on the CPU device.
-    Cranelift,
-    /// LLVM-compiled code (ORC JIT) on the CPU device.
-    Llvm,
-    /// LLVM-compiled PTX on the CUDA device (`WEFT_CUDA_DEVICE`, default 0); only when named
-    /// in `WEFT_FILETEST_BACKENDS`.
-    Cuda,
-}
+/// A backend a run line is checked on: the interpreter (the oracle), Cranelift or LLVM on the
+/// CPU device, or CUDA (`WEFT_CUDA_DEVICE`, default 0; only when named in
+/// `WEFT_FILETEST_BACKENDS`).
+pub use weft_runtime::Backend;
 
 /// The compiled backends every `test interpret` run line also runs on: the CPU ones
 /// (Cranelift, LLVM), or those named in `WEFT_FILETEST_BACKENDS` (comma-separated, e.g.
@@ -1036,12 +1027,8 @@ pub fn compiled_backends() -> Vec<Backend> {
     match std::env::var("WEFT_FILETEST_BACKENDS") {
         Ok(v) => v
             .split(',')
-            .filter_map(|b| match b.trim() {
-                "cranelift" => Some(Backend::Cranelift),
-                "llvm" => Some(Backend::Llvm),
-                "cuda" => Some(Backend::Cuda),
-                _ => None,
-            })
+            .filter_map(|b| b.trim().parse().ok())
+            .filter(|b: &Backend| b.is_compiled())
             .collect(),
         Err(_) => vec![Backend::Cranelift, Backend::Llvm],
     }
@@ -1106,17 +1093,32 @@ fn cpu(b: Backend) -> &'static weft_runtime::CpuDevice {
     }
 }
 
-impl Backend {
-    /// Its name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Interp => "interp",
-            Backend::Cranelift => "cranelift",
-            Backend::Llvm => "llvm",
-            Backend::Cuda => "cuda",
-        }
-    }
+/// Running a run line's program on a backend.
+trait RunLine {
+    /// Runs kernel `name` with `args` over `grid`; returns the buffers after the launch.
+    fn run_kernel(
+        self,
+        m: &Module,
+        name: &str,
+        args: &[KernelArgSpec],
+        grid: &weft_ir::KernelGrid,
+    ) -> Result<Vec<HostArray>, String>;
 
+    /// Runs program `pname` on one element (`elems`) or applied over arrays (`apply`).
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        self,
+        m: &Module,
+        pname: &str,
+        elems: &[Arg],
+        apply: &[Option<Input>],
+        is_apply: bool,
+        launch: Option<&[usize]>,
+        fuel: Option<u64>,
+    ) -> Result<Got, String>;
+}
+
+impl RunLine for Backend {
     fn run_kernel(
         self,
         m: &Module,

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 use weft_fuzz::{FuzzConfig, Target};
+use weft_runtime::{Backend, Device, DeviceOptions};
 
 /// Parses `90s`, `10m`, `2h` or a number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -145,41 +146,37 @@ pub fn fuzz_kernels(
 ) -> Result<(), CliError> {
     use weft_ir::{KernelArg, KernelGrid, Module};
     type RunFn<'a> = &'a weft_fuzz::kernel::RunKernel<'a>;
-    let cpu = weft_runtime::CpuDevice::new();
-    let want_cuda = backends.iter().any(|b| b.trim() == "cuda");
-    let cuda = if want_cuda {
-        Some(weft_runtime::CudaDevice::new(0).map_err(|e| format!("error: backend `cuda`: {e}"))?)
-    } else {
-        None
-    };
-    let llvm = weft_runtime::CpuDevice::with_compiler(weft_runtime::HostCompiler::Llvm(
-        Default::default(),
-    ));
-    let on_cpu = |m: &Module, a: &mut [KernelArg], g: &KernelGrid| {
-        cpu.run_kernel(m, "k", a, g).map_err(|e| e.to_string())
-    };
-    let on_llvm = |m: &Module, a: &mut [KernelArg], g: &KernelGrid| {
-        llvm.run_kernel(m, "k", a, g).map_err(|e| e.to_string())
-    };
-    let on_cuda = |m: &Module, a: &mut [KernelArg], g: &KernelGrid| match &cuda {
-        Some(d) => d.run_kernel(m, "k", a, g).map_err(|e| e.to_string()),
-        None => Err("no cuda device".into()),
-    };
-    let mut runs: Vec<(&str, RunFn)> = Vec::new();
+    let mut devices: Vec<(&str, Device)> = Vec::new();
     for b in backends {
-        match b.trim() {
-            "cranelift" => runs.push(("cranelift", &on_cpu)),
-            "llvm" => runs.push(("llvm", &on_llvm)),
-            "cuda" => runs.push(("cuda", &on_cuda)),
-            "interp" => {}
-            other => {
+        match b.trim().parse::<Backend>() {
+            Ok(Backend::Interp) => {}
+            Ok(backend) => {
+                let dev = Device::open(backend, &DeviceOptions::default())
+                    .map_err(|e| format!("error: backend `{backend}`: {e}"))?;
+                devices.push((backend.name(), dev));
+            }
+            Err(_) => {
                 let _ = writeln!(
                     out,
-                    "note: --kernels skips `{other}` (kernel mode runs on interp, cranelift, llvm and cuda)"
+                    "note: --kernels skips `{}` (kernel mode runs on interp, cranelift, llvm and cuda)",
+                    b.trim()
                 );
             }
         }
     }
+    let on: Vec<_> = devices
+        .iter()
+        .map(|(_, d)| {
+            move |m: &Module, a: &mut [KernelArg], g: &KernelGrid| {
+                d.run_kernel(m, "k", a, g).map_err(|e| e.to_string())
+            }
+        })
+        .collect();
+    let runs: Vec<(&str, RunFn)> = devices
+        .iter()
+        .zip(&on)
+        .map(|((n, _), f)| (*n, f as RunFn))
+        .collect();
     let start = std::time::Instant::now();
     let s = weft_fuzz::kernel::fuzz_kernels(seed, first, cases, &runs, &|_| {});
     let names: Vec<&str> = runs.iter().map(|(n, _)| *n).collect();
