@@ -21,7 +21,7 @@
 //! - clashing output names of a bundle are renamed with a suffix (`r` → `r_1`).
 
 use crate::builder::replace_uses;
-use crate::interp::HostArray;
+use crate::host::HostArray;
 use crate::konst::Const;
 use crate::opcode::Opcode;
 use crate::passes::util::{self, ValueMap};

@@ -1,7 +1,7 @@
 //! Launch planning shared by every device (DESIGN §5): checks an apply's inputs against the
 //! program's parameters and determines the launch shape.
 
-use crate::interp::{Input, RunError};
+use crate::host::{Input, RunError};
 use crate::opcode::Opcode;
 use crate::program::{Module, ParamKind, Program};
 use crate::{Const, Type};

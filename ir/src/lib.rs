@@ -25,8 +25,8 @@ pub mod uniform;
 pub mod verify;
 
 pub use diag::{render, Diagnostic, Errors};
-pub use interp::kernel::KernelArg;
-pub use interp::{Arg, HostArray, Input, Interpreter, RunError};
+pub use host::{Arg, HostArray, Input, KernelArg, RunError};
+pub use interp::Interpreter;
 pub use konst::Const;
 pub use launch::KernelGrid;
 pub use opcode::{Family, OpInfo, Opcode, Rule, Syntax, OP_TABLE};

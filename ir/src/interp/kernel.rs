@@ -1,8 +1,8 @@
 //! Kernel mode in the reference interpreter (DESIGN §2): runs a kernel's work-groups with
 //! exact barrier semantics, one OS thread per work-item when the kernel has a `barrier`.
 
-use super::{lanes_of, linear, Ctx, Frame, HostArray, Interpreter, Lanes, RunError};
-use crate::konst::{canon, lane_i64, Const};
+use super::{lanes_of, linear, Ctx, Frame, Interpreter, Lanes, RunError};
+use crate::konst::{canon, lane_i64};
 use crate::launch::KernelGrid;
 use crate::opcode::Opcode;
 use crate::program::{OpData, ParamKind, Program, Value};
@@ -12,27 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
-/// An argument of a kernel launch in the interpreter, one per parameter.
-#[derive(Debug)]
-pub enum KernelArg<'a> {
-    /// For a uniform parameter.
-    Value(Const),
-    /// For a read-only array parameter.
-    Array(&'a HostArray),
-    /// For a buffer parameter: read and written in place.
-    Buffer(&'a mut HostArray),
-}
-
-impl KernelArg<'_> {
-    /// The array of an array or buffer argument.
-    pub fn array(&self) -> Option<&HostArray> {
-        match self {
-            KernelArg::Value(_) => None,
-            KernelArg::Array(h) => Some(h),
-            KernelArg::Buffer(h) => Some(h),
-        }
-    }
-}
+pub use crate::host::KernelArg;
 
 /// A kernel's buffer or shared array while it runs: canonical lanes that work-items load,
 /// store and update atomically.

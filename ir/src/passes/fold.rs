@@ -18,7 +18,8 @@
 
 use super::math::{eval as math_eval, is_math_function};
 use super::util::{copy_ops, ValueMap};
-use crate::interp::{pure, read, HostArray};
+use crate::host::HostArray;
+use crate::interp::{pure, read};
 use crate::konst::{canon, lane_f64, lane_i64, Const};
 use crate::opcode::Opcode;
 use crate::program::{Imm, Module, Op, OpData, Program, Region, Value};

@@ -13,7 +13,8 @@
 //! on their own. Run `licm` first to bring uniform work out of loops.
 
 use super::util::{copy_op, mapped, substitute, ValueMap};
-use crate::interp::{Arg, Input, Interpreter, RunError};
+use crate::host::{Arg, Input, RunError};
+use crate::interp::Interpreter;
 use crate::opcode::Opcode;
 use crate::program::{Imm, Module, Op, ParamKind, Program, Region, Value};
 use crate::Const;

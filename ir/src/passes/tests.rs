@@ -2,7 +2,7 @@
 
 use super::fold::{fold_program, Known};
 use super::*;
-use crate::interp::HostArray;
+use crate::host::HostArray;
 use crate::konst::Const;
 use crate::{parse_module, print_module, verify_module};
 
