@@ -4,50 +4,18 @@
 
 use crate::buffer::HostBuffer;
 use crate::cache::Lru;
+pub use crate::error::RuntimeError;
+use crate::plan::plan_buffers;
 use crate::planes::{read_output, uniform_words, Plane};
-use crate::watchdog::{budget_text, AbortFlag, Watch, NEVER};
+use crate::watchdog::{AbortFlag, Watch, NEVER};
 use rayon::prelude::*;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use weft_backend_cranelift::abi::{lanes, Layout, PAD};
-use weft_backend_cranelift::{compile, CompileError, Kernel};
+use weft_backend_cranelift::{compile, Kernel};
 use weft_ir::interp::{HostArray, Input, RunError};
 use weft_ir::launch::{plan_program_launch, plan_program_launch_desc, ArgDesc};
 use weft_ir::{Const, Module, ParamKind};
-
-/// Why a launch failed (CPU or CUDA device).
-#[derive(Debug, thiserror::Error)]
-pub enum RuntimeError {
-    /// Bad inputs or launch (same messages as the interpreter).
-    #[error(transparent)]
-    Run(#[from] RunError),
-    /// The program could not be compiled (Cranelift).
-    #[error(transparent)]
-    Compile(#[from] CompileError),
-    /// The program could not be compiled (LLVM).
-    #[error(transparent)]
-    Llvm(#[from] weft_backend_llvm::CompileError),
-    /// The CUDA driver failed or is missing (see [`crate::cuda::CudaError`]).
-    #[error(transparent)]
-    Cuda(#[from] crate::cuda::CudaError),
-    /// A launch ran past its time budget ([`CpuDevice::set_timeout`]); it was stopped and
-    /// gave no results (outputs and buffers are not updated).
-    #[error("launch of @{program} exceeded its time budget of {}", budget_text(*.budget))]
-    Timeout {
-        /// The program.
-        program: String,
-        /// The budget it had.
-        budget: Duration,
-    },
-    /// The launch watchdog could not be started.
-    #[error("launch of @{program}: {message}")]
-    Watchdog {
-        /// The program.
-        program: String,
-        /// Why.
-        message: String,
-    },
-}
 
 /// Which code generator a CPU device compiles with.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -620,73 +588,6 @@ impl BufArg<'_> {
             BufArg::Array { .. } => None,
         }
     }
-}
-
-/// What the buffer launches of both devices share: checks the arguments against program
-/// `name` of `m` (types, shapes, and — through `range`, giving an array argument's first
-/// element and its buffer's length — element ranges inside their buffers), then lifts uniform
-/// work (DESIGN §4). Returns the module to compile when lifting changed it, and the
-/// arguments with the prologue's results appended as uniforms (made with `uniform`).
-pub(crate) fn plan_buffers<A: Clone>(
-    m: &Module,
-    name: &str,
-    args: &[A],
-    shape: Option<&[usize]>,
-    desc: impl for<'x> Fn(&'x A) -> ArgDesc<'x>,
-    uniform: impl Fn(Const) -> A,
-    range: impl Fn(&A) -> Option<(usize, usize)>,
-) -> Result<(Option<Module>, Vec<A>), RuntimeError> {
-    let descs: Vec<ArgDesc> = args.iter().map(&desc).collect();
-    let (p, _, _) = plan_program_launch_desc(m, name, &descs, shape)?;
-    check_ranges(
-        p,
-        args.iter().zip(&descs).map(|(a, d)| {
-            let n = match d {
-                ArgDesc::Array { shape, .. } => shape.iter().product(),
-                ArgDesc::Uniform(_) => 0,
-            };
-            range(a).map(|(offset, len)| (offset, n, len))
-        }),
-    )?;
-    let uniforms: Vec<Option<Const>> = descs
-        .iter()
-        .map(|d| match d {
-            ArgDesc::Uniform(c) => Some(*c),
-            ArgDesc::Array { .. } => None,
-        })
-        .collect();
-    let lifted = weft_ir::passes::lift::prepare_launch_uniforms(m, name, &uniforms)?;
-    let mut all = args.to_vec();
-    Ok((
-        lifted.map(|(km, extra)| {
-            all.extend(extra.into_iter().map(&uniform));
-            km
-        }),
-        all,
-    ))
-}
-
-/// Checks that every array argument's element range lies inside its buffer; errors name the
-/// parameter.
-pub(crate) fn check_ranges(
-    p: &weft_ir::Program,
-    ranges: impl Iterator<Item = Option<(usize, usize, usize)>>,
-) -> Result<(), RunError> {
-    for (i, r) in ranges.enumerate() {
-        if let Some((offset, n, len)) = r {
-            if offset.checked_add(n).is_none_or(|end| end > len) {
-                return Err(RunError::BadInput {
-                    program: p.name.clone(),
-                    param: p.param_name(i).to_string(),
-                    message: format!(
-                        "elements {offset}..{} lie outside its buffer of {len}",
-                        offset.saturating_add(n)
-                    ),
-                });
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A prepared launch over [`HostBuffer`]s (see [`CpuDevice::launch_buffers`]): runs as often

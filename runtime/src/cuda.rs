@@ -16,7 +16,7 @@
 //! element. All planes of one array (its tuple lanes) share one device allocation.
 
 use crate::buffer::HostBuffer;
-use crate::cpu::RuntimeError;
+use crate::error::RuntimeError;
 use crate::planes::{fill_plane, plane_bytes, read_output, scalar_lanes, uniform_words};
 use cudarc::driver::{result, sys, CudaContext, CudaSlice, CudaStream, DevicePtr, DriverError};
 use std::collections::HashMap;
@@ -1122,13 +1122,18 @@ impl CudaDevice {
                 }
             }
         }
-        let (lifted, all) =
-            crate::cpu::plan_buffers(m, name, args, shape, CudaArg::desc, CudaArg::Uniform, |a| {
-                match a {
-                    CudaArg::Array { buf, offset, .. } => Some((*offset, buf.len)),
-                    CudaArg::Uniform(_) => None,
-                }
-            })?;
+        let (lifted, all) = crate::plan::plan_buffers(
+            m,
+            name,
+            args,
+            shape,
+            CudaArg::desc,
+            CudaArg::Uniform,
+            |a| match a {
+                CudaArg::Array { buf, offset, .. } => Some((*offset, buf.len)),
+                CudaArg::Uniform(_) => None,
+            },
+        )?;
         let m = lifted.as_ref().unwrap_or(m);
         let descs: Vec<ArgDesc> = all.iter().map(CudaArg::desc).collect();
         let (p, launch, n) = plan_program_launch_desc(m, name, &descs, shape)?;

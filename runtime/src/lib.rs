@@ -8,6 +8,8 @@ pub mod buffer;
 pub mod cache;
 pub mod cpu;
 pub mod cuda;
+pub mod error;
+mod plan;
 mod planes;
 pub mod watchdog;
 
