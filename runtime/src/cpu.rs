@@ -4,9 +4,10 @@
 
 use crate::buffer::HostBuffer;
 use crate::cache::Lru;
+use crate::context::Context;
 pub use crate::error::RuntimeError;
 use crate::plan::plan_buffers;
-use crate::planes::{read_output, uniform_words, Plane};
+use crate::planes::{read_output, Plane};
 use crate::watchdog::{AbortFlag, Watch, NEVER};
 use rayon::prelude::*;
 use std::sync::{Arc, Mutex};
@@ -211,36 +212,25 @@ impl CpuDevice {
         weft_ir::launch::check_kernel_host_args(p, args)?;
         let kernel = self.group_kernel(m, name, grid.block)?;
         let layout = kernel.layout();
-        let mut ctx = vec![0u64; layout.words];
+        let mut ctx = Context::new(layout);
         let mut planes: Vec<Vec<Plane>> = Vec::new();
         for (i, a) in args.iter().enumerate() {
-            let w = layout.params[i];
             let mut ps = Vec::new();
             match a {
-                weft_ir::KernelArg::Value(c) => {
-                    for (l, word) in uniform_words(c).enumerate() {
-                        ctx[w + l] = word;
-                    }
-                }
+                weft_ir::KernelArg::Value(c) => ctx.uniform(i, c),
                 weft_ir::KernelArg::Array(_) | weft_ir::KernelArg::Buffer(_) => {
                     let h = a.array().expect("array argument");
-                    for l in 0..lanes(h.elem) {
-                        let mut pl = Plane::from_array(h, l, h.len());
-                        ctx[w + l] = pl.ptr();
-                        ps.push(pl);
-                    }
-                    for (k, &d) in h.shape.iter().enumerate() {
-                        ctx[w + lanes(h.elem) + k] = d as u64;
-                    }
+                    ps = (0..lanes(h.elem))
+                        .map(|l| Plane::from_array(h, l, h.len()))
+                        .collect();
+                    ctx.planes(i, ps.iter_mut().map(Plane::ptr));
+                    ctx.extents(i, lanes(h.elem), &h.shape);
                 }
             }
             planes.push(ps);
         }
-        ctx[layout.launch] = 3;
-        for k in 0..3 {
-            ctx[layout.launch + 1 + k] = grid.groups[k] as u64;
-        }
-        let mut ctx = Ctx(ctx);
+        ctx.grid(grid.groups);
+        let mut ctx = Ctx(ctx.words);
         let n = grid.num_groups();
         // SAFETY: the context follows the kernel's layout and every plane it names lives
         // until the end of this function; work-groups write buffers only through in-range
@@ -322,10 +312,9 @@ impl CpuDevice {
         let kernel = self.kernel(m, name)?;
         let layout = kernel.layout();
         let padded = n.div_ceil(PAD) * PAD;
-        let mut ctx = vec![0u64; layout.words];
+        let mut ctx = Context::new(layout);
         let mut keep: Vec<Plane> = Vec::new();
         for (i, (par, inp)) in p.params.iter().zip(inputs).enumerate() {
-            let w = layout.params[i];
             match (par.kind, inp) {
                 (ParamKind::Varying, Input::Array(a)) | (ParamKind::Array, Input::Array(a)) => {
                     let len = if par.kind == ParamKind::Varying {
@@ -333,22 +322,16 @@ impl CpuDevice {
                     } else {
                         a.len()
                     };
-                    for l in 0..lanes(a.elem) {
-                        let mut pl = Plane::from_array(a, l, len);
-                        ctx[w + l] = pl.ptr();
-                        keep.push(pl);
-                    }
+                    let mut ps: Vec<Plane> = (0..lanes(a.elem))
+                        .map(|l| Plane::from_array(a, l, len))
+                        .collect();
+                    ctx.planes(i, ps.iter_mut().map(Plane::ptr));
+                    keep.extend(ps);
                     if par.kind == ParamKind::Array {
-                        for (k, &d) in a.shape.iter().enumerate() {
-                            ctx[w + lanes(a.elem) + k] = d as u64;
-                        }
+                        ctx.extents(i, lanes(a.elem), &a.shape);
                     }
                 }
-                (ParamKind::Uniform, Input::Uniform(c)) => {
-                    for (l, word) in uniform_words(c).enumerate() {
-                        ctx[w + l] = word;
-                    }
-                }
+                (ParamKind::Uniform, Input::Uniform(c)) => ctx.uniform(i, c),
                 _ => {}
             }
         }
@@ -359,15 +342,11 @@ impl CpuDevice {
                 .map(|_| Plane::try_new(s, padded))
                 .collect::<Option<_>>()
                 .ok_or_else(|| too_big_to_allocate(name, &launch))?;
-            for (l, pl) in planes.iter_mut().enumerate() {
-                ctx[layout.outputs[k] + l] = pl.ptr();
-            }
+            ctx.output(k, planes.iter_mut().map(Plane::ptr));
             outs.push(planes);
         }
-        ctx[layout.launch] = launch.len() as u64;
-        for (k, &d) in launch.iter().enumerate() {
-            ctx[layout.launch + 1 + k] = d as u64;
-        }
+        ctx.launch(&launch);
+        let words = ctx.words;
         let watch = Budget {
             word: layout.abort,
             program: name.to_string(),
@@ -375,7 +354,7 @@ impl CpuDevice {
         };
         Ok(Launch {
             kernel,
-            ctx: Ctx(ctx),
+            ctx: Ctx(words),
             _inputs: keep,
             outs,
             out_types: p.outputs.iter().map(|o| o.ty).collect(),
@@ -431,26 +410,20 @@ impl CpuDevice {
         let (p, launch, n) = plan_program_launch_desc(m, name, &descs, shape)?;
         let kernel = self.kernel(m, name)?;
         let layout = kernel.layout();
-        let mut ctx = vec![0u64; layout.words];
+        let mut ctx = Context::new(layout);
         for (i, (par, arg)) in p.params.iter().zip(&all).enumerate() {
-            let w = layout.params[i];
             match arg {
                 BufArg::Array { buf, offset, shape } => {
                     let b = buf.lane_bytes();
-                    for l in 0..buf.lanes() {
-                        ctx[w + l] = buf.plane(l)[offset * b..].as_ptr() as u64;
-                    }
+                    ctx.planes(
+                        i,
+                        (0..buf.lanes()).map(|l| buf.plane(l)[offset * b..].as_ptr() as u64),
+                    );
                     if par.kind == ParamKind::Array {
-                        for (k, &d) in shape.iter().enumerate() {
-                            ctx[w + buf.lanes() + k] = d as u64;
-                        }
+                        ctx.extents(i, buf.lanes(), shape);
                     }
                 }
-                BufArg::Uniform(c) => {
-                    for (l, word) in uniform_words(c).enumerate() {
-                        ctx[w + l] = word;
-                    }
-                }
+                BufArg::Uniform(c) => ctx.uniform(i, c),
             }
         }
         let mut outs: Vec<HostBuffer> = p
@@ -460,14 +433,13 @@ impl CpuDevice {
             .collect::<Option<_>>()
             .ok_or_else(|| too_big_to_allocate(name, &launch))?;
         for (k, o) in outs.iter_mut().enumerate() {
-            for l in 0..o.lanes() {
-                ctx[layout.outputs[k] + l] = o.plane_mut(l).as_mut_ptr() as u64;
-            }
+            let ptrs: Vec<u64> = (0..o.lanes())
+                .map(|l| o.plane_mut(l).as_mut_ptr() as u64)
+                .collect();
+            ctx.output(k, ptrs);
         }
-        ctx[layout.launch] = launch.len() as u64;
-        for (k, &d) in launch.iter().enumerate() {
-            ctx[layout.launch + 1 + k] = d as u64;
-        }
+        ctx.launch(&launch);
+        let words = ctx.words;
         let watch = Budget {
             word: layout.abort,
             program: name.to_string(),
@@ -475,7 +447,7 @@ impl CpuDevice {
         };
         Ok(BufferLaunch {
             kernel,
-            ctx: Ctx(ctx),
+            ctx: Ctx(words),
             outs,
             shape: launch,
             n,

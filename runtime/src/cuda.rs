@@ -16,8 +16,9 @@
 //! element. All planes of one array (its tuple lanes) share one device allocation.
 
 use crate::buffer::HostBuffer;
+use crate::context::Context;
 use crate::error::RuntimeError;
-use crate::planes::{fill_plane, plane_bytes, read_output, scalar_lanes, uniform_words};
+use crate::planes::{fill_plane, plane_bytes, read_output, scalar_lanes};
 use cudarc::driver::{result, sys, CudaContext, CudaSlice, CudaStream, DevicePtr, DriverError};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void, CString};
@@ -820,17 +821,14 @@ impl CudaDevice {
         }
         let i = &self.inner;
         let layout = &kernel.layout;
-        let mut words = vec![0u64; layout.words];
+        let mut ctx = Context::new(layout);
         let mut bufs: Vec<Option<DeviceBuffer>> = Vec::new();
         guard("cuMemcpyHtoDAsync", || {
             i.bind()?;
             for (k, a) in args.iter().enumerate() {
-                let w = layout.params[k];
                 match a {
                     weft_ir::KernelArg::Value(c) => {
-                        for (l, word) in uniform_words(c).enumerate() {
-                            words[w + l] = word;
-                        }
+                        ctx.uniform(k, c);
                         bufs.push(None);
                     }
                     weft_ir::KernelArg::Array(_) | weft_ir::KernelArg::Buffer(_) => {
@@ -842,22 +840,16 @@ impl CudaDevice {
                             fill_plane(dst, h, l);
                         }
                         let b = i.upload(&bytes)?;
-                        for l in 0..nl {
-                            words[w + l] = b.ptr + (l * pb) as u64;
-                        }
-                        for (x, &d) in h.shape.iter().enumerate() {
-                            words[w + nl + x] = d as u64;
-                        }
+                        ctx.planes(k, (0..nl).map(|l| b.ptr + (l * pb) as u64));
+                        ctx.extents(k, nl, &h.shape);
                         bufs.push(Some(b));
                     }
                 }
             }
             Ok(())
         })?;
-        words[layout.launch] = 3;
-        for k in 0..3 {
-            words[layout.launch + 1 + k] = grid.groups[k] as u64;
-        }
+        ctx.grid(grid.groups);
+        let words = ctx.words;
         Ok(CudaKernelLaunch {
             dev: self.inner.clone(),
             kernel,
@@ -912,35 +904,26 @@ impl CudaDevice {
         let kernel = self.kernel_with(m, name, cfg.fast_math)?;
         let i = &self.inner;
         let layout = &kernel.layout;
-        let mut words = vec![0u64; layout.words];
+        let mut ctx = Context::new(layout);
         let mut keep = Vec::new();
         if n > 0 {
             i.evict_dropped();
         }
         for (k, (par, inp)) in p.params.iter().zip(inputs).enumerate() {
-            let w = layout.params[k];
             match (par.kind, inp) {
                 (ParamKind::Varying | ParamKind::Array, Input::Array(a)) => {
                     let nl = lanes(a.elem);
                     if n > 0 {
                         let b = guard("cuMemcpyHtoDAsync", || i.resident(a))?;
                         let pb = plane_bytes(scalar_lanes(a.elem).0, a.len()) as u64;
-                        for l in 0..nl {
-                            words[w + l] = b.ptr + l as u64 * pb;
-                        }
+                        ctx.planes(k, (0..nl).map(|l| b.ptr + l as u64 * pb));
                         keep.push(b);
                     }
                     if par.kind == ParamKind::Array {
-                        for (x, &d) in a.shape.iter().enumerate() {
-                            words[w + nl + x] = d as u64;
-                        }
+                        ctx.extents(k, nl, &a.shape);
                     }
                 }
-                (ParamKind::Uniform, Input::Uniform(c)) => {
-                    for (l, word) in uniform_words(c).enumerate() {
-                        words[w + l] = word;
-                    }
-                }
+                (ParamKind::Uniform, Input::Uniform(c)) => ctx.uniform(k, c),
                 _ => {}
             }
         }
@@ -950,19 +933,15 @@ impl CudaDevice {
             let buf = if n > 0 {
                 let pb = plane_bytes(s, n);
                 let b = guard("cuMemAlloc", || i.alloc_zeroed(pb * nl))?;
-                for l in 0..nl {
-                    words[layout.outputs[k] + l] = b.ptr + (l * pb) as u64;
-                }
+                ctx.output(k, (0..nl).map(|l| b.ptr + (l * pb) as u64));
                 Some(b)
             } else {
                 None
             };
             outs.push((o.ty, buf));
         }
-        words[layout.launch] = launch.len() as u64;
-        for (k, &d) in launch.iter().enumerate() {
-            words[layout.launch + 1 + k] = d as u64;
-        }
+        ctx.launch(&launch);
+        let words = ctx.words;
         let (block, grid) = guard("cuOccupancyMaxActiveBlocksPerMultiprocessor", || {
             i.geometry(&kernel, &cfg, n)
         })?;
@@ -1141,28 +1120,23 @@ impl CudaDevice {
         let kernel = self.kernel_with(m, name, cfg.fast_math)?;
         let i = &self.inner;
         let layout = &kernel.layout;
-        let mut words = vec![0u64; layout.words];
+        let mut ctx = Context::new(layout);
         let mut keep = Vec::new();
         for (k, (par, arg)) in p.params.iter().zip(&all).enumerate() {
-            let w = layout.params[k];
             match arg {
                 CudaArg::Array { buf, offset, shape } => {
                     let b = buf.lane_bytes();
-                    for l in 0..buf.lanes() {
-                        words[w + l] = buf.buf.ptr + ((l * buf.stride + offset) * b) as u64;
-                    }
+                    ctx.planes(
+                        k,
+                        (0..buf.lanes())
+                            .map(|l| buf.buf.ptr + ((l * buf.stride + offset) * b) as u64),
+                    );
                     if par.kind == ParamKind::Array {
-                        for (x, &d) in shape.iter().enumerate() {
-                            words[w + buf.lanes() + x] = d as u64;
-                        }
+                        ctx.extents(k, buf.lanes(), shape);
                     }
                     keep.push(buf.buf.clone());
                 }
-                CudaArg::Uniform(c) => {
-                    for (l, word) in uniform_words(c).enumerate() {
-                        words[w + l] = word;
-                    }
-                }
+                CudaArg::Uniform(c) => ctx.uniform(k, c),
             }
         }
         let mut outs = Vec::new();
@@ -1179,16 +1153,14 @@ impl CudaDevice {
                 len: n,
                 stride: HostBuffer::stride_for(n),
             };
-            for l in 0..out.lanes() {
-                words[layout.outputs[k] + l] =
-                    out.buf.ptr + (l * out.stride * out.lane_bytes()) as u64;
-            }
+            ctx.output(
+                k,
+                (0..out.lanes()).map(|l| out.buf.ptr + (l * out.stride * out.lane_bytes()) as u64),
+            );
             outs.push(out);
         }
-        words[layout.launch] = launch.len() as u64;
-        for (k, &d) in launch.iter().enumerate() {
-            words[layout.launch + 1 + k] = d as u64;
-        }
+        ctx.launch(&launch);
+        let words = ctx.words;
         let (block, grid) = guard("cuOccupancyMaxActiveBlocksPerMultiprocessor", || {
             i.geometry(&kernel, &cfg, n)
         })?;

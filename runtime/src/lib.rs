@@ -6,6 +6,7 @@
 pub mod backend;
 pub mod buffer;
 pub mod cache;
+mod context;
 pub mod cpu;
 pub mod cuda;
 pub mod error;
