@@ -5,7 +5,7 @@
 # limit), plus the workloads' data. Then, on the GPU machine: `bash scripts/gpu_run.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -p weft -p weft-bench
+cargo build --release -p weft-cli -p weft-bench
 tests_bin=$(cargo test --release -p weft-tests --test all --no-run --message-format=json 2>/dev/null \
   | python3 -c 'import sys, json
 for l in sys.stdin:

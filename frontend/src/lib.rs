@@ -3,7 +3,6 @@
 
 mod apply;
 pub mod array;
-pub mod cli;
 pub mod collective;
 pub mod data;
 pub mod device;

@@ -27,7 +27,7 @@ fn child() {
     let mut argv = vec!["weft".to_string()];
     argv.extend(args.split('\u{1f}').map(str::to_string));
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = weft::cli::run_args(&argv, &mut out, &mut err);
+    let code = weft_cli::cli::run_args(&argv, &mut out, &mut err);
     use std::io::Write;
     let _ = std::io::stdout().write_all(&out);
     let _ = std::io::stderr().write_all(&err);

@@ -7,7 +7,7 @@ fn weft(args: &[&str]) -> (i32, String, String) {
     let mut argv = vec!["weft".to_string()];
     argv.extend(args.iter().map(|s| s.to_string()));
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = weft::cli::run_args(&argv, &mut out, &mut err);
+    let code = weft_cli::cli::run_args(&argv, &mut out, &mut err);
     (
         code,
         String::from_utf8_lossy(&out).into_owned(),

@@ -395,7 +395,7 @@ fn weft(args: &[&str]) -> (i32, String) {
     let mut argv = vec!["weft".to_string()];
     argv.extend(args.iter().map(|s| s.to_string()));
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = weft::cli::run_args(&argv, &mut out, &mut err);
+    let code = weft_cli::cli::run_args(&argv, &mut out, &mut err);
     (code, String::from_utf8_lossy(&err).into_owned())
 }
 
@@ -496,7 +496,7 @@ fn child() {
     let mut argv = vec!["weft".to_string()];
     argv.extend(args.split('\u{1f}').map(str::to_string));
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = weft::cli::run_args(&argv, &mut out, &mut err);
+    let code = weft_cli::cli::run_args(&argv, &mut out, &mut err);
     use std::io::Write;
     let _ = std::io::stderr().write_all(&err);
     let _ = std::io::stderr().flush();

@@ -185,7 +185,7 @@ fn weft(args: &[String]) -> String {
     let mut argv = vec!["weft".to_string()];
     argv.extend(args.iter().cloned());
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = weft::cli::run_args(&argv, &mut out, &mut err);
+    let code = weft_cli::cli::run_args(&argv, &mut out, &mut err);
     let (out, err) = (String::from_utf8_lossy(&out), String::from_utf8_lossy(&err));
     assert_eq!(code, 0, "weft {argv:?}\nstdout: {out}\nstderr: {err}");
     out.into_owned()

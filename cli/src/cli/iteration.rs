@@ -187,7 +187,7 @@ pub fn encode_png(w: &mut dyn std::io::Write, a: &HostArray) -> Result<(), Strin
         .copied()
         .filter(|x| x.is_finite())
         .fold(f32::NEG_INFINITY, f32::max);
-    crate::data::encode_heatmap_png(w, a.shape[0], a.shape[1], &v, (lo, hi), 1)
+    weft::data::encode_heatmap_png(w, a.shape[0], a.shape[1], &v, (lo, hi), 1)
 }
 
 /// Reads an 8-bit PNG as the contents of an input of type `ty` (a 2-D array of `f32` or `u8`,
@@ -203,7 +203,7 @@ pub fn read_png(path: &Path, ty: weft_ir::Type) -> Result<HostArray, String> {
             "a PNG gives a 2-D array of f32 or u8 grey levels; the input is {ty}"
         ));
     }
-    let (h, w, px) = crate::data::read_png_gray(path).map_err(|e| e.to_string())?;
+    let (h, w, px) = weft::data::read_png_gray(path).map_err(|e| e.to_string())?;
     let mut data = Vec::new();
     data.try_reserve_exact(px.len()).map_err(|_| {
         format!(

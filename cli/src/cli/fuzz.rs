@@ -195,7 +195,7 @@ pub fn fuzz_kernels(
     std::fs::create_dir_all(out_dir).map_err(|e| format!("error: {}: {e}", out_dir.display()))?;
     for (i, m) in s.mismatches.iter().enumerate() {
         let path = out_dir.join(format!("kernel-{i}.txt"));
-        crate::data::write_atomic(&path, |w| {
+        weft::data::write_atomic(&path, |w| {
             w.write_all(m.as_bytes()).map_err(|e| e.to_string())
         })
         .map_err(|e| format!("error: {}: {e}", path.display()))?;

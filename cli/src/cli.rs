@@ -4,7 +4,7 @@
 //! Exit codes: 0 success, 1 bad input (with a message naming the place), 2 usage (clap's
 //! errors, values its parsers refuse — [`parse_shape`], [`parse_axes`], `NAME=VALUE`
 //! arguments — and [`usage_errors`]). Input files must be regular files
-//! ([`crate::data::open_regular`]); output files are checked before computing and written
+//! ([`weft::data::open_regular`]); output files are checked before computing and written
 //! atomically ([`outputs`]).
 
 pub mod fuzz;
@@ -12,11 +12,11 @@ pub mod iteration;
 pub mod outputs;
 pub mod transform;
 
-use crate::npy;
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use weft::npy;
 use weft_ir::interp::Input;
 use weft_ir::konst::parse_lane;
 use weft_ir::{Const, HostArray, Module, ParamKind, Program, Type};
@@ -904,7 +904,7 @@ fn input_files(p: &Program, specs: &[String]) -> Vec<(String, PathBuf)> {
 /// name for messages.
 fn read_source(path: &Path) -> Result<(String, String), CliError> {
     let name = path.display().to_string();
-    let bytes = crate::data::read_regular(path).map_err(|e| format!("error: {name}: {e}"))?;
+    let bytes = weft::data::read_regular(path).map_err(|e| format!("error: {name}: {e}"))?;
     match String::from_utf8(bytes) {
         Ok(s) => Ok((s, name)),
         Err(e) => {

@@ -1,14 +1,14 @@
 //! The files `weft` writes: `weft run --out NAME=PATH` and `-o FILE`. Everything that can
 //! be checked is checked before anything is computed — each output's directory exists and
 //! is writable, no two outputs name one file, no output replaces an `--in` file — and every
-//! file is written atomically ([`crate::data::StagedFile`]): all outputs of a run are
+//! file is written atomically ([`weft::data::StagedFile`]): all outputs of a run are
 //! written to temporary files first and renamed over their targets only when every one
 //! was written, so a failure (a full disk) replaces none of them.
 
 use super::{split_eq, CliError};
-use crate::data::{check_writable, parent_dir, StagedFile};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use weft::data::{check_writable, parent_dir, StagedFile};
 use weft_ir::HostArray;
 
 /// One `--out NAME=PATH`, checked: the position of the array it saves and its path.
@@ -115,7 +115,7 @@ pub fn write_outs<'a>(
             if png {
                 super::iteration::encode_png(w, a)
             } else {
-                crate::npy::write_npy_to(w, a)
+                weft::npy::write_npy_to(w, a)
             }
         })
         .map_err(|m| CliError(format!("error: --out {}: {m}", o.spec)))?;
@@ -132,7 +132,7 @@ pub fn write_outs<'a>(
 ///
 /// Errors: `error: -o FILE: …`.
 pub fn write_text(flag: &str, path: &Path, text: &str) -> Result<(), CliError> {
-    crate::data::write_atomic(path, |w| {
+    weft::data::write_atomic(path, |w| {
         w.write_all(text.as_bytes()).map_err(|e| e.to_string())
     })
     .map_err(|m| CliError(format!("error: {flag} {}: {m}", path.display())))

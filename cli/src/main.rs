@@ -1,5 +1,5 @@
 //! The `weft` command-line tool: check, format and run `.weft` IR files.
 
 fn main() {
-    std::process::exit(weft::cli::main());
+    std::process::exit(weft_cli::cli::main());
 }
