@@ -7,59 +7,24 @@
 use std::sync::Arc;
 use weft_fuzz::stress::{doubling_dag, sequential_loops, straight_line};
 use weft_ir::{Const, HostArray, Input, Interpreter, KernelArg, KernelGrid, Module, Type};
-use weft_runtime::{CpuDevice, CudaDevice, HostCompiler, RuntimeError};
-
-/// A compiled-code device: the CPU with either compiler, or the GPU.
-enum Dev {
-    Cpu(CpuDevice),
-    Cuda(&'static CudaDevice),
-}
-
-impl Dev {
-    fn apply(
-        &self,
-        m: &Module,
-        name: &str,
-        ins: &[Input],
-        shape: Option<&[usize]>,
-    ) -> Result<Vec<HostArray>, RuntimeError> {
-        match self {
-            Dev::Cpu(d) => d.apply(m, name, ins, shape),
-            Dev::Cuda(d) => d.apply(m, name, ins, shape),
-        }
-    }
-
-    fn run_kernel(
-        &self,
-        m: &Module,
-        name: &str,
-        args: &mut [KernelArg],
-        grid: &KernelGrid,
-    ) -> Result<(), RuntimeError> {
-        match self {
-            Dev::Cpu(d) => d.run_kernel(m, name, args, grid),
-            Dev::Cuda(d) => d.run_kernel(m, name, args, grid),
-        }
-    }
-}
+use weft_runtime::{Backend, CpuDevice, Device, DeviceOptions, HostCompiler};
 
 /// Cranelift, LLVM and, where a GPU and driver are present, CUDA (else a message says why
 /// it is skipped).
-fn devices() -> Vec<(&'static str, Dev)> {
-    let mut d = vec![
-        ("cranelift", Dev::Cpu(CpuDevice::new())),
-        (
-            "llvm",
-            Dev::Cpu(CpuDevice::with_compiler(HostCompiler::Llvm(
-                Default::default(),
-            ))),
-        ),
-    ];
+fn devices() -> Vec<(&'static str, Device)> {
+    let mut backends = vec![Backend::Cranelift, Backend::Llvm];
     match weft_tests::filetest::cuda_device() {
-        Ok(g) => d.push(("cuda", Dev::Cuda(g))),
+        Ok(_) => backends.push(Backend::Cuda),
         Err(e) => eprintln!("limits: skipping cuda: {e}"),
     }
-    d
+    backends
+        .into_iter()
+        .map(|b| {
+            let dev =
+                Device::open(b, &DeviceOptions::default()).unwrap_or_else(|e| panic!("{b}: {e}"));
+            (b.name(), dev)
+        })
+        .collect()
 }
 
 fn module(src: &str) -> Module {
