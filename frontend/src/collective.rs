@@ -109,7 +109,7 @@ struct MapFn {
 fn inlined(m: &Module, name: &str) -> Result<Module> {
     let mut m = m.clone();
     weft_ir::passes::run_pipeline(&mut m, "inline")
-        .map_err(|e| Error::Invalid(format!("inlining @{name}: {e}")))?;
+        .map_err(|e| Error::invalid_message(format!("inlining @{name}: {e}")))?;
     m.programs.retain(|p| p.name == name);
     Ok(m)
 }
@@ -125,8 +125,7 @@ fn merge(m: &mut Module, extra: &Module) {
 }
 
 fn built(b: ProgramBuilder) -> Result<Module> {
-    b.finish_module()
-        .map_err(|e| Error::Invalid(format!("generated program: {e:?}")))
+    b.finish_module().map_err(Error::invalid)
 }
 
 /// Generated programs, built once per (combiner, map, fan-in or fold length): building and
@@ -211,7 +210,7 @@ fn pass_program(c: &Combiner, map: Option<(&MapFn, Type)>, k: usize) -> Result<M
     if let Some((mf, _)) = map {
         merge(&mut m, &mf.module);
     }
-    weft_ir::verify_module(&m).map_err(|e| Error::Invalid(format!("{e:?}")))?;
+    weft_ir::verify_module(&m).map_err(Error::invalid)?;
     Ok(m)
 }
 

@@ -27,9 +27,16 @@ pub enum Error {
     /// The device failed: compile error, launch error, CUDA driver error or a missing GPU.
     #[error(transparent)]
     Runtime(#[from] weft_runtime::RuntimeError),
-    /// A program failed verification (rendered diagnostics).
-    #[error("{0}")]
-    Invalid(String),
+    /// A program failed parsing or verification: every diagnostic with its location, and
+    /// them rendered as the CLI renders them (`file:line:col`, the source line and a caret,
+    /// where the program came from text; the user's Rust line for recorded programs).
+    #[error("{rendered}")]
+    Invalid {
+        /// The diagnostics, in order (empty for an error that has no location).
+        diagnostics: Vec<weft_ir::Diagnostic>,
+        /// Them rendered.
+        rendered: String,
+    },
     /// An input file is missing, unreadable or malformed (`weft::data`); the message names
     /// the file (and line where there is one).
     #[error("{0}")]
@@ -43,6 +50,39 @@ impl Error {
         Error::Record {
             message: message.into(),
             location: Location::caller(),
+        }
+    }
+
+    /// A verification or parse error: `e`'s diagnostics, rendered without source text.
+    pub fn invalid(e: weft_ir::Errors) -> Error {
+        Error::Invalid {
+            rendered: e.to_string(),
+            diagnostics: e.0,
+        }
+    }
+
+    /// A verification or parse error in the text `src` of `file`: `e`'s diagnostics,
+    /// rendered with `file:line:col` and a snippet.
+    pub fn invalid_in(e: weft_ir::Errors, file: &str, src: &str) -> Error {
+        Error::Invalid {
+            rendered: weft_ir::render(&e.0, file, src),
+            diagnostics: e.0,
+        }
+    }
+
+    /// An invalid program with no location to point at.
+    pub fn invalid_message(message: impl Into<String>) -> Error {
+        Error::Invalid {
+            diagnostics: Vec::new(),
+            rendered: message.into(),
+        }
+    }
+
+    /// The diagnostics of an [`Error::Invalid`] (empty for every other error).
+    pub fn diagnostics(&self) -> &[weft_ir::Diagnostic] {
+        match self {
+            Error::Invalid { diagnostics, .. } => diagnostics,
+            _ => &[],
         }
     }
 

@@ -124,7 +124,7 @@ impl Program {
     /// cell. Errors: no such program ([`Error::Argument`]); the module does not verify
     /// ([`Error::Invalid`]).
     pub fn from_module(m: Module, name: &str) -> Result<Program> {
-        weft_ir::verify_module(&m).map_err(|e| Error::Invalid(e.to_string()))?;
+        weft_ir::verify_module(&m).map_err(Error::invalid)?;
         let main = m.position(name).ok_or_else(|| {
             let names: Vec<&str> = m.programs.iter().map(|p| p.name.as_str()).collect();
             Error::argument(format!(
@@ -145,10 +145,8 @@ impl Program {
     /// verification errors rendered with `file:line:col` and a snippet (the file shown as
     /// `<text>`); no such program.
     pub fn parse(text: &str, name: &str) -> Result<Program> {
-        let m = weft_ir::parse_module(text)
-            .map_err(|e| Error::Invalid(weft_ir::render(&e.0, "<text>", text)))?;
-        weft_ir::verify_module(&m)
-            .map_err(|e| Error::Invalid(weft_ir::render(&e.0, "<text>", text)))?;
+        let m = weft_ir::parse_module(text).map_err(|e| Error::invalid_in(e, "<text>", text))?;
+        weft_ir::verify_module(&m).map_err(|e| Error::invalid_in(e, "<text>", text))?;
         Program::from_module(m, name)
     }
 
@@ -193,7 +191,7 @@ impl Program {
         }
         let links = remap_links(&main, sources)?;
         module.programs.push(main);
-        weft_ir::verify_module(&module).map_err(|e| Error::Invalid(e.to_string()))?;
+        weft_ir::verify_module(&module).map_err(Error::invalid)?;
         let main = module.programs.len() - 1;
         Ok(Program {
             inner: Arc::new(Inner {
@@ -307,9 +305,9 @@ impl Program {
     pub fn optimize(&self) -> Result<Program> {
         let mut m = self.module().clone();
         passes::run_pipeline(&mut m, passes::DEFAULT_PIPELINE)
-            .map_err(|e| Error::Invalid(e.to_string()))?;
+            .map_err(|e| Error::invalid_message(e.to_string()))?;
         let main = m.position(self.name()).ok_or_else(|| {
-            Error::Invalid(format!("@{} disappeared in optimization", self.name()))
+            Error::invalid_message(format!("@{} disappeared in optimization", self.name()))
         })?;
         let links = remap_links(&m.programs[main], &[self])?;
         Ok(Program {
@@ -624,7 +622,7 @@ fn finish(mut rec: Recorder) -> Result<Program> {
     let mut b = rec
         .builder
         .take()
-        .ok_or_else(|| Error::Invalid("internal error: the builder was lost".into()))?;
+        .ok_or_else(|| Error::invalid_message("internal error: the builder was lost"))?;
     let mut unnamed = Vec::new();
     for (k, o) in rec.outs.iter().enumerate() {
         let what = match &o.name {
@@ -663,16 +661,14 @@ fn finish(mut rec: Recorder) -> Result<Program> {
             });
         }
     }
-    let mut m = b
-        .finish_module()
-        .map_err(|e| Error::Invalid(e.to_string()))?;
+    let mut m = b.finish_module().map_err(Error::invalid)?;
     let mut main = m.programs.len() - 1;
     for &k in &unnamed {
         m.programs[main].outputs[k].name = None;
     }
     for q in rec.callees {
         if q.name == rec.name {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid_message(format!(
                 "@{} calls a program of its own name",
                 rec.name
             )));
@@ -685,7 +681,7 @@ fn finish(mut rec: Recorder) -> Result<Program> {
             }
         }
     }
-    weft_ir::verify_module(&m).map_err(|e| Error::Invalid(e.to_string()))?;
+    weft_ir::verify_module(&m).map_err(Error::invalid)?;
     Ok(Program {
         inner: Arc::new(Inner {
             module: m,

@@ -678,3 +678,34 @@ fn programs_values_and_uniforms_are_send_and_sync() {
     let h = std::thread::spawn(|| (Value1f::new(2.0).sqrt() * Value1f::new(2.0).sqrt()).get());
     assert!((h.join().unwrap().unwrap() - 2.0).abs() < 1e-6);
 }
+
+/// `weft::Error` keeps every diagnostic of a bad program (issue 20), with its location, and
+/// renders them as the CLI does (`<text>:line:col`, the line and a caret).
+#[test]
+fn invalid_programs_keep_every_diagnostic() {
+    let text = "program @p(%x: f32) -> (f32) {\n  %a: i32 = add %x, %x\n  %b: f64 = mul %x, %x\n  return %x\n}\n";
+    let e = match Program::parse(text, "p") {
+        Ok(_) => panic!("the program should not verify"),
+        Err(e) => e,
+    };
+    let d = e.diagnostics();
+    assert!(d.len() >= 2, "{} diagnostics: {e}", d.len());
+    let lines: Vec<usize> = d
+        .iter()
+        .filter_map(|d| match d.loc {
+            weft_ir::Loc::Span(start, _) => Some(weft_ir::diag::line_col(text, start as usize).0),
+            _ => None,
+        })
+        .collect();
+    assert!(lines.contains(&2) && lines.contains(&3), "{lines:?}");
+    let shown = e.to_string();
+    assert!(
+        shown.contains("<text>:2:") && shown.contains("<text>:3:"),
+        "{shown}"
+    );
+    assert!(shown.contains("%a: i32 = add %x, %x"), "{shown}");
+    // Errors without a location have no diagnostics.
+    let e = weft::Error::invalid_message("no place");
+    assert!(e.diagnostics().is_empty());
+    assert_eq!(e.to_string(), "no place");
+}
