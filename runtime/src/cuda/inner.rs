@@ -1,0 +1,202 @@
+//! The device state's memory and module operations: allocation, uploads and downloads on the
+//! stream, resident inputs, loading PTX modules, and launch geometry.
+
+use super::*;
+
+impl Inner {
+    pub(super) fn bind(&self) -> Result<(), CudaError> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| drv("cuCtxSetCurrent", e))
+    }
+
+    pub(super) fn sync(&self) -> Result<(), CudaError> {
+        self.stream
+            .synchronize()
+            .map_err(|e| drv("cuStreamSynchronize", e))
+    }
+
+    pub(super) fn alloc(&self, bytes: usize) -> Result<DeviceBuffer, CudaError> {
+        // SAFETY: every caller writes or zeroes all bytes before a kernel reads them.
+        let slice = unsafe { self.stream.alloc::<u8>(bytes) }.map_err(|e| drv("cuMemAlloc", e))?;
+        let ptr = slice.device_ptr(&self.stream).0;
+        Ok(DeviceBuffer { slice, ptr })
+    }
+
+    pub(super) fn alloc_zeroed(&self, bytes: usize) -> Result<DeviceBuffer, CudaError> {
+        let mut b = self.alloc(bytes)?;
+        self.stream
+            .memset_zeros(&mut b.slice)
+            .map_err(|e| drv("cuMemsetD8Async", e))?;
+        Ok(b)
+    }
+
+    pub(super) fn upload(&self, host: &[u8]) -> Result<DeviceBuffer, CudaError> {
+        let mut b = self.alloc(host.len())?;
+        self.stream
+            .memcpy_htod(host, &mut b.slice)
+            .map_err(|e| drv("cuMemcpyHtoDAsync", e))?;
+        self.uploads.fetch_add(1, Ordering::Relaxed);
+        self.upload_bytes
+            .fetch_add(host.len() as u64, Ordering::Relaxed);
+        Ok(b)
+    }
+
+    pub(super) fn download(&self, b: &DeviceBuffer) -> Result<Vec<u8>, CudaError> {
+        let v = self
+            .stream
+            .clone_dtoh(&b.slice)
+            .map_err(|e| drv("cuMemcpyDtoHAsync", e))?;
+        self.sync()?;
+        self.downloads.fetch_add(1, Ordering::Relaxed);
+        self.download_bytes
+            .fetch_add(v.len() as u64, Ordering::Relaxed);
+        Ok(v)
+    }
+
+    /// Copies bytes `range` of `b` into `dst` (waits for queued work).
+    pub(super) fn download_into(
+        &self,
+        b: &DeviceBuffer,
+        range: std::ops::Range<usize>,
+        dst: &mut [u8],
+    ) -> Result<(), CudaError> {
+        let n = dst.len();
+        self.stream
+            .memcpy_dtoh(&b.slice.slice(range), dst)
+            .map_err(|e| drv("cuMemcpyDtoHAsync", e))?;
+        self.sync()?;
+        self.downloads.fetch_add(1, Ordering::Relaxed);
+        self.download_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Drops cached inputs whose array the host no longer holds (only the cache's clone is
+    /// left, so no later launch can name them).
+    pub(super) fn evict_dropped(&self) {
+        lock(&self.resident).retain(|_, (a, _)| Arc::strong_count(a) > 1);
+    }
+
+    /// The device copy of `a` (all tuple lanes, plane after plane, at least one element
+    /// each), uploaded on first use.
+    pub(super) fn resident(&self, a: &Arc<HostArray>) -> Result<Arc<DeviceBuffer>, CudaError> {
+        let key = Arc::as_ptr(a) as usize;
+        let mut map = lock(&self.resident);
+        if let Some((_, b)) = map.get(&key) {
+            return Ok(b.clone());
+        }
+        let (s, nl) = scalar_lanes(a.elem);
+        let pb = plane_bytes(s, a.len());
+        let mut host = vec![0u8; pb * nl];
+        for (l, plane) in host.chunks_exact_mut(pb).enumerate() {
+            fill_plane(plane, a, l);
+        }
+        let b = Arc::new(self.upload(&host)?);
+        map.insert(key, (a.clone(), b.clone()));
+        Ok(b)
+    }
+
+    /// Loads PTX (NUL-free text) and finds its entry; JIT errors come with the JIT's log.
+    pub(super) fn load_module(&self, ptx: &str, entry: &str) -> Result<LoadedModule, CudaError> {
+        self.load_module_at(ptx, entry, 4)
+    }
+
+    /// [`Inner::load_module`] with the driver's PTX optimisation level (`CU_JIT_OPTIMIZATION_LEVEL`,
+    /// 0 … 4; 4 is the driver's default): kernels LLVM compiled below full effort (very large
+    /// programs, docs/abi.md) get 0, since `ptxas` is super-linear on them too.
+    pub(super) fn load_module_at(
+        &self,
+        ptx: &str,
+        entry: &str,
+        level: u32,
+    ) -> Result<LoadedModule, CudaError> {
+        let bad = |what: &str| CudaError::Driver {
+            call: "cuModuleLoadDataEx",
+            code: "CUDA_ERROR_INVALID_VALUE".into(),
+            description: format!("the {what} contains a NUL byte"),
+            log: None,
+        };
+        let image = CString::new(ptx).map_err(|_| bad("PTX text"))?;
+        let entry_c = CString::new(entry).map_err(|_| bad("entry name"))?;
+        self.bind()?;
+        let mut log = vec![0u8; 1 << 14];
+        let mut opts = [
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+            sys::CUjit_option::CU_JIT_OPTIMIZATION_LEVEL,
+        ];
+        let mut vals: [*mut c_void; 3] = [
+            log.as_mut_ptr().cast(),
+            log.len() as *mut c_void,
+            level.min(4) as usize as *mut c_void,
+        ];
+        let mut module: sys::CUmodule = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated PTX image; three options whose values are a writable buffer,
+        // its size and the optimisation level (the last two passed by value, as the driver API
+        // specifies); `log` outlives the call.
+        let r = unsafe {
+            sys::cuModuleLoadDataEx(
+                &mut module,
+                image.as_ptr().cast(),
+                opts.len() as c_uint,
+                opts.as_mut_ptr(),
+                vals.as_mut_ptr(),
+            )
+        };
+        if let Err(e) = r.result() {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            let mut err = drv("cuModuleLoadDataEx", e);
+            if let CudaError::Driver { log: l, .. } = &mut err {
+                *l = Some(String::from_utf8_lossy(&log[..end]).into_owned());
+            }
+            return Err(err);
+        }
+        let loaded = |func| LoadedModule {
+            ctx: self.ctx.clone(),
+            module,
+            func,
+        };
+        // SAFETY: `module` was just loaded.
+        match unsafe { result::module::get_function(module, entry_c) } {
+            Ok(func) => Ok(loaded(func)),
+            Err(e) => {
+                drop(loaded(std::ptr::null_mut()));
+                Err(drv("cuModuleGetFunction", e))
+            }
+        }
+    }
+
+    /// Resident blocks of `block` threads per multiprocessor for `f` (at least 1).
+    pub(super) fn blocks_per_sm(&self, f: sys::CUfunction, block: u32) -> u32 {
+        // SAFETY: `f` is a loaded kernel; no dynamic shared memory.
+        unsafe { result::occupancy::max_active_block_per_multiprocessor(f, block as c_int, 0) }
+            .map_or(1, |b| b.max(1) as u32)
+    }
+
+    /// Block and grid for a launch of `n` elements.
+    pub(super) fn geometry(
+        &self,
+        k: &CudaKernel,
+        cfg: &GpuConfig,
+        n: usize,
+    ) -> Result<(u32, u32), CudaError> {
+        let block = cfg.block.map_or(k.auto_block, |b| b.clamp(1, k.max_block));
+        let grid = match cfg.grid {
+            Some(g) => g.clamp(1, MAX_GRID),
+            None => {
+                let per_sm = if block == k.auto_block {
+                    k.blocks_per_sm
+                } else {
+                    self.bind()?;
+                    self.blocks_per_sm(k.module.func, block)
+                };
+                let full = (self.info.multiprocessors.max(1) as u64) * per_sm as u64;
+                (n as u64)
+                    .div_ceil(block as u64)
+                    .min(full)
+                    .clamp(1, MAX_GRID as u64) as u32
+            }
+        };
+        Ok((block, grid))
+    }
+}

@@ -1,0 +1,707 @@
+//! The CUDA device (DESIGN §5) through the CUDA driver API (cudarc, libcuda loaded at run
+//! time): programs compiled to PTX by the LLVM backend and JIT-loaded by the driver (cached
+//! per device), input arrays kept resident on the device between launches, outputs left on
+//! the device until read.
+//!
+//! Nothing here panics when the driver is missing or fails: the library's presence is checked
+//! before any cudarc call, every driver error becomes a [`CudaError`] naming the call, and the
+//! calls into cudarc run under `catch_unwind` in case its bindings panic (a symbol missing
+//! from an old driver, say).
+//!
+//! Kernel ABI (docs/abi.md; `weft_backend_llvm::PtxKernel`): the parameters are the context
+//! words of the layout, filled as [`crate::CpuDevice::launch`] fills its context block (plane
+//! device pointers, uniform storage bits, array extents, launch rank and extents), then
+//! `begin: i64` and `end: i64`; threads walk the elements in a grid-stride loop, so any grid
+//! is correct. Planes are not padded (one element per thread); arrays hold at least one
+//! element. All planes of one array (its tuple lanes) share one device allocation.
+
+use crate::buffer::HostBuffer;
+use crate::context::Context;
+use crate::error::RuntimeError;
+use crate::planes::{fill_plane, plane_bytes, read_output, scalar_lanes};
+use cudarc::driver::{result, sys, CudaContext, CudaSlice, CudaStream, DevicePtr, DriverError};
+use std::collections::HashMap;
+use std::ffi::{c_int, c_uint, c_void, CString};
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+use weft_ir::abi::{lanes, Layout};
+use weft_ir::interp::{HostArray, Input, RunError};
+use weft_ir::launch::{plan_program_launch, plan_program_launch_desc, ArgDesc};
+use weft_ir::{Const, Module, ParamKind, Type};
+
+/// The highest compute capability (major·10 + minor) PTX is generated for: LLVM 19 knows
+/// sm_90; newer devices JIT that PTX forward.
+pub const MAX_SM: u32 = 90;
+
+/// The largest grid (blocks in x) a launch uses.
+const MAX_GRID: u32 = i32::MAX as u32;
+
+/// Block size when the driver's occupancy calculator is unavailable.
+const FALLBACK_BLOCK: u32 = 256;
+
+mod buffer;
+mod driver;
+mod inner;
+mod launch;
+mod sum;
+
+pub use buffer::{CudaArg, CudaBuffer, CudaBufferLaunch};
+pub use driver::{cuda_devices, cuda_driver_status, cuda_driver_version, CudaError, DeviceInfo};
+use driver::{device_count, device_info, driver, drv, guard, lock};
+pub use launch::{CudaKernelLaunch, CudaLaunch};
+use sum::SumKernel;
+
+/// Launch geometry and code generation options of a CUDA device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct GpuConfig {
+    /// Threads per block; `None` picks the driver's occupancy suggestion
+    /// (`cuOccupancyMaxPotentialBlockSize`, 256 if unavailable). Clamped to 1 … the kernel's
+    /// limit (usually 1024).
+    pub block: Option<u32>,
+    /// Blocks in the grid; `None` picks `min(⌈n / block⌉, SMs × resident blocks per SM)`
+    /// (at least 1), each thread then looping over several elements. Clamped to 1 … 2³¹−1.
+    pub grid: Option<u32>,
+    /// Compile with fast-math (`weft_backend_llvm::Options::fast_math`): results may differ
+    /// from the interpreter.
+    pub fast_math: bool,
+}
+
+/// Host↔device copies a device has made since it was created (cumulative counters). Kernel
+/// parameters (the context words) are not transfers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Transfers {
+    /// Host-to-device copies (one per input array uploaded, all its tuple lanes together).
+    pub uploads: u64,
+    /// Bytes copied host to device.
+    pub upload_bytes: u64,
+    /// Device-to-host copies (one per output array read back).
+    pub downloads: u64,
+    /// Bytes copied device to host.
+    pub download_bytes: u64,
+}
+
+impl Transfers {
+    /// The transfers made after `earlier` (a previous reading of the same device).
+    pub fn since(&self, earlier: &Transfers) -> Transfers {
+        Transfers {
+            uploads: self.uploads.saturating_sub(earlier.uploads),
+            upload_bytes: self.upload_bytes.saturating_sub(earlier.upload_bytes),
+            downloads: self.downloads.saturating_sub(earlier.downloads),
+            download_bytes: self.download_bytes.saturating_sub(earlier.download_bytes),
+        }
+    }
+}
+
+/// A loaded module and its kernel function; unloaded on drop.
+struct LoadedModule {
+    ctx: Arc<CudaContext>,
+    module: sys::CUmodule,
+    func: sys::CUfunction,
+}
+
+// SAFETY: module and function handles may be used from any thread once the owning context is
+// bound there (every use binds it first); the driver API is thread-safe.
+unsafe impl Send for LoadedModule {}
+// SAFETY: as above; the handles are never mutated.
+unsafe impl Sync for LoadedModule {}
+
+impl Drop for LoadedModule {
+    fn drop(&mut self) {
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            let _ = self.ctx.bind_to_thread();
+            // SAFETY: loaded by `Inner::load_module` and unloaded only here.
+            let _ = unsafe { result::module::unload(self.module) };
+        }));
+    }
+}
+
+/// A program compiled to PTX and loaded on one device, with its launch limits.
+pub struct CudaKernel {
+    module: LoadedModule,
+    /// The context words the kernel takes as parameters (before `begin`, `end`).
+    pub layout: Layout,
+    /// The PTX text the driver loaded.
+    pub ptx: String,
+    /// The compute capability the PTX was generated for (major·10 + minor, at most
+    /// [`MAX_SM`]).
+    pub sm: u32,
+    /// Time LLVM took to lower, optimise and emit PTX.
+    pub llvm_time: Duration,
+    /// Time the driver took to load the module (PTX JIT to machine code).
+    pub load_time: Duration,
+    /// The kernel's limit on threads per block (`CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`).
+    pub max_block: u32,
+    /// Registers per thread (`CU_FUNC_ATTRIBUTE_NUM_REGS`; 0 if the driver did not say).
+    pub registers: u32,
+    /// The block size the occupancy calculator suggests (or 256).
+    pub auto_block: u32,
+    /// Blocks of `auto_block` threads resident per multiprocessor (at least 1).
+    pub blocks_per_sm: u32,
+}
+
+/// One device allocation (an array's planes, or an output's).
+struct DeviceBuffer {
+    slice: CudaSlice<u8>,
+    ptr: u64,
+}
+
+/// A resident input: the host array (a strong clone) and its device copy.
+type Resident = (Arc<HostArray>, Arc<DeviceBuffer>);
+
+/// The device state shared by a [`CudaDevice`] and its launches.
+struct Inner {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    info: DeviceInfo,
+    sm: u32,
+    kernels: Mutex<crate::cache::Lru<(u64, String, bool), Arc<CudaKernel>>>,
+    /// Uploaded inputs keyed by the address of their `Arc<HostArray>`; the strong clone keeps
+    /// the address from being reused (and the array from being changed) while cached.
+    resident: Mutex<HashMap<usize, Resident>>,
+    uploads: AtomicU64,
+    upload_bytes: AtomicU64,
+    downloads: AtomicU64,
+    download_bytes: AtomicU64,
+    /// The built-in sum kernel (`cuda_sum.ptx`), loaded on first use, with its grid size and
+    /// scratch buffers for the block partials and the result (kept between calls: allocating
+    /// them cost as much as a launch).
+    sum_kernel: Mutex<Option<SumKernel>>,
+}
+
+/// A CUDA device: one GPU's primary context and default stream, a kernel cache, resident
+/// inputs and transfer counters. Cheap to share between threads (`Send + Sync`); launches
+/// keep what they use alive.
+pub struct CudaDevice {
+    inner: Arc<Inner>,
+    config: GpuConfig,
+}
+
+impl CudaDevice {
+    /// Opens device `ordinal` (0-based): retains its primary context.
+    ///
+    /// # Errors
+    /// [`CudaError::NoDriver`] without a driver library; [`CudaError::NoSuchDevice`] (naming
+    /// how many devices exist) for an ordinal out of range or a driver without a GPU; else
+    /// the failing driver call.
+    pub fn new(ordinal: usize) -> Result<CudaDevice, CudaError> {
+        match driver() {
+            Ok(()) => {}
+            Err(e) if e.code() == Some("CUDA_ERROR_NO_DEVICE") => {
+                return Err(CudaError::NoSuchDevice { ordinal, count: 0 })
+            }
+            Err(e) => return Err(e),
+        }
+        guard("CudaDevice::new", || {
+            let count = device_count()?;
+            if ordinal >= count {
+                return Err(CudaError::NoSuchDevice { ordinal, count });
+            }
+            let info = device_info(ordinal)?;
+            let ctx = CudaContext::new(ordinal).map_err(|e| drv("cuDevicePrimaryCtxRetain", e))?;
+            // SAFETY: this device uses one stream only, so no cross-stream tracking is needed.
+            unsafe { ctx.disable_event_tracking() };
+            let stream = ctx.default_stream();
+            let (major, minor) = info.compute_capability;
+            Ok(CudaDevice {
+                inner: Arc::new(Inner {
+                    sm: (major * 10 + minor).min(MAX_SM),
+                    ctx,
+                    stream,
+                    info,
+                    kernels: Mutex::default(),
+                    resident: Mutex::default(),
+                    uploads: AtomicU64::new(0),
+                    upload_bytes: AtomicU64::new(0),
+                    downloads: AtomicU64::new(0),
+                    download_bytes: AtomicU64::new(0),
+                    sum_kernel: Mutex::default(),
+                }),
+                config: GpuConfig::default(),
+            })
+        })
+    }
+
+    /// What the driver reports about this device.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.inner.info
+    }
+
+    /// The compute capability PTX is generated for (major·10 + minor, at most [`MAX_SM`]).
+    pub fn sm(&self) -> u32 {
+        self.inner.sm
+    }
+
+    /// The launch configuration used by later launches (default: automatic geometry,
+    /// precise math).
+    pub fn config(&self) -> GpuConfig {
+        self.config
+    }
+
+    /// Sets the launch configuration for later launches (prepared launches keep theirs).
+    pub fn set_config(&mut self, config: GpuConfig) {
+        self.config = config;
+    }
+
+    /// Host↔device copies so far.
+    pub fn transfers(&self) -> Transfers {
+        let i = &self.inner;
+        Transfers {
+            uploads: i.uploads.load(Ordering::Relaxed),
+            upload_bytes: i.upload_bytes.load(Ordering::Relaxed),
+            downloads: i.downloads.load(Ordering::Relaxed),
+            download_bytes: i.download_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Number of kernels in the cache.
+    pub fn cached(&self) -> usize {
+        lock(&self.inner.kernels).len()
+    }
+
+    /// Number of input arrays resident on the device.
+    pub fn resident_inputs(&self) -> usize {
+        lock(&self.inner.resident).len()
+    }
+
+    /// Empties the kernel cache and forgets every resident input; modules are unloaded once
+    /// no launch holds them.
+    pub fn clear_cache(&self) {
+        lock(&self.inner.kernels).clear();
+        self.clear_resident();
+    }
+
+    /// Forgets every resident input (their device memory is freed once no prepared launch
+    /// uses it); the next launch uploads its inputs again.
+    pub fn clear_resident(&self) {
+        lock(&self.inner.resident).clear();
+    }
+
+    /// The loaded kernel for program `name` of `m` with the current `fast_math` setting,
+    /// from the cache (keyed by the module's structural fingerprint, the name and
+    /// `fast_math`; the least recently used of more than [`crate::cache::DEFAULT_CAPACITY`]
+    /// kernels is dropped, its module unloaded once no launch holds it) or freshly compiled
+    /// and loaded.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Llvm`] when PTX generation fails; [`RuntimeError::Cuda`] when the
+    /// driver rejects the module (the message carries the JIT log).
+    pub fn kernel(&self, m: &Module, name: &str) -> Result<Arc<CudaKernel>, RuntimeError> {
+        self.kernel_with(m, name, self.config().fast_math)
+    }
+
+    fn kernel_with(
+        &self,
+        m: &Module,
+        name: &str,
+        fast_math: bool,
+    ) -> Result<Arc<CudaKernel>, RuntimeError> {
+        let key = (weft_ir::launch::fingerprint(m), name.to_string(), fast_math);
+        if let Some(k) = lock(&self.inner.kernels).get(&key) {
+            return Ok(k);
+        }
+        let i = &self.inner;
+        let ptx = weft_backend_llvm::compile_ptx(
+            m,
+            name,
+            i.sm,
+            weft_backend_llvm::Options {
+                fast_math,
+                ..Default::default()
+            },
+        )?;
+        let t0 = Instant::now();
+        let level = match ptx.effort {
+            weft_backend_llvm::Effort::Auto | weft_backend_llvm::Effort::Full => 4,
+            weft_backend_llvm::Effort::Reduced | weft_backend_llvm::Effort::Minimal => 0,
+        };
+        let module = guard("cuModuleLoadDataEx", || {
+            i.load_module_at(&ptx.ptx, &ptx.entry, level)
+        })?;
+        let load_time = t0.elapsed();
+        let f = module.func;
+        let fattr = |a: sys::CUfunction_attribute| {
+            // SAFETY: `f` is the kernel just loaded.
+            unsafe { result::function::get_function_attribute(f, a) }
+                .ok()
+                .filter(|&v| v > 0)
+                .map(|v| v as u32)
+        };
+        let (max_block, registers, auto_block, blocks_per_sm) = guard("cuOccupancy", || {
+            use sys::CUfunction_attribute as F;
+            let max_block = fattr(F::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK).unwrap_or(1024);
+            let registers = fattr(F::CU_FUNC_ATTRIBUTE_NUM_REGS).unwrap_or(0);
+            // SAFETY: `f` is loaded; no dynamic shared memory.
+            let auto = unsafe { result::occupancy::max_potential_block_size(f, None, 0, 0) }
+                .ok()
+                .filter(|&(_, b)| b > 0)
+                .map_or(FALLBACK_BLOCK, |(_, b)| b as u32)
+                .clamp(1, max_block);
+            Ok((max_block, registers, auto, i.blocks_per_sm(f, auto)))
+        })?;
+        let k = Arc::new(CudaKernel {
+            module,
+            layout: ptx.layout,
+            ptx: ptx.ptx,
+            sm: i.sm,
+            llvm_time: ptx.compile_time,
+            load_time,
+            max_block,
+            registers,
+            auto_block,
+            blocks_per_sm,
+        });
+        Ok(lock(&i.kernels).get_or_insert(key, k))
+    }
+
+    /// Runs kernel `name` of `m` (DESIGN §2, kernel mode) over `grid` on the GPU, like
+    /// [`weft_ir::Interpreter::run_kernel`]: every argument array is uploaded, the kernel is
+    /// launched with `grid.groups` blocks of `grid.block` threads, and buffers are read back
+    /// in place. Results equal the interpreter's for race-free kernels.
+    ///
+    /// # Errors
+    /// Arguments that do not match the kernel's parameters (named); a block larger than the
+    /// compiled kernel allows; [`RuntimeError::Llvm`] or [`RuntimeError::Cuda`] as for
+    /// [`CudaDevice::launch`].
+    pub fn run_kernel(
+        &self,
+        m: &Module,
+        name: &str,
+        args: &mut [weft_ir::KernelArg],
+        grid: &weft_ir::KernelGrid,
+    ) -> Result<(), RuntimeError> {
+        let l = self.prepare_kernel(m, name, args, grid)?;
+        let i = &self.inner;
+        let mut l = l;
+        l.run()?;
+        guard("cuMemcpyDtoHAsync", || {
+            for (a, b) in args.iter_mut().zip(&l.bufs) {
+                if let (weft_ir::KernelArg::Buffer(h), Some(b)) = (a, b) {
+                    let bytes = i.download(b)?;
+                    let (s, _) = scalar_lanes(h.elem);
+                    let n = h.len();
+                    let planes: Vec<&[u8]> = bytes.chunks_exact(plane_bytes(s, n)).collect();
+                    **h = read_output(h.elem, &h.shape, n, &planes);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// Prepares a kernel launch: checks the arguments, compiles (or finds) the kernel and
+    /// uploads every array; [`CudaKernelLaunch::run`] and [`CudaKernelLaunch::time_runs`]
+    /// then launch it as often as wanted (benchmarks time exactly that).
+    ///
+    /// # Errors
+    /// As [`CudaDevice::run_kernel`].
+    pub fn prepare_kernel(
+        &self,
+        m: &Module,
+        name: &str,
+        args: &[weft_ir::KernelArg],
+        grid: &weft_ir::KernelGrid,
+    ) -> Result<CudaKernelLaunch, RuntimeError> {
+        let p = m
+            .get(name)
+            .ok_or_else(|| RunError::UnknownProgram(name.to_string()))?;
+        weft_ir::launch::check_kernel_host_args(p, args)?;
+        let kernel = self.kernel_with(m, name, self.config().fast_math)?;
+        if grid.group_size() > kernel.max_block as usize {
+            return Err(RunError::Launch {
+                program: name.to_string(),
+                message: format!(
+                    "a block of {} threads exceeds the compiled kernel's limit of {}",
+                    grid.group_size(),
+                    kernel.max_block
+                ),
+            }
+            .into());
+        }
+        let i = &self.inner;
+        let layout = &kernel.layout;
+        let mut ctx = Context::new(layout);
+        let mut bufs: Vec<Option<DeviceBuffer>> = Vec::new();
+        guard("cuMemcpyHtoDAsync", || {
+            i.bind()?;
+            for (k, a) in args.iter().enumerate() {
+                match a {
+                    weft_ir::KernelArg::Value(c) => {
+                        ctx.uniform(k, c);
+                        bufs.push(None);
+                    }
+                    weft_ir::KernelArg::Array(_) | weft_ir::KernelArg::Buffer(_) => {
+                        let h = a.array().expect("array argument");
+                        let (s, nl) = scalar_lanes(h.elem);
+                        let pb = plane_bytes(s, h.len());
+                        let mut bytes = vec![0u8; pb * nl];
+                        for (l, dst) in bytes.chunks_exact_mut(pb).enumerate() {
+                            fill_plane(dst, h, l);
+                        }
+                        let b = i.upload(&bytes)?;
+                        ctx.planes(k, (0..nl).map(|l| b.ptr + (l * pb) as u64));
+                        ctx.extents(k, nl, &h.shape);
+                        bufs.push(Some(b));
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        ctx.grid(grid.groups);
+        let words = ctx.words;
+        Ok(CudaKernelLaunch {
+            dev: self.inner.clone(),
+            kernel,
+            words,
+            bufs,
+            grid: *grid,
+        })
+    }
+
+    /// Applies program `name` over arrays (DESIGN §5) like
+    /// [`weft_ir::Interpreter::apply`], on the GPU: launch, run, read the outputs. Results
+    /// are bit-identical to the interpreter's unless `fast_math` is set.
+    ///
+    /// # Errors
+    /// As [`CudaDevice::launch`], [`CudaLaunch::run`] and [`CudaLaunch::outputs`].
+    pub fn apply(
+        &self,
+        m: &Module,
+        name: &str,
+        inputs: &[Input],
+        shape: Option<&[usize]>,
+    ) -> Result<Vec<HostArray>, RuntimeError> {
+        let mut l = self.launch(m, name, inputs, shape)?;
+        l.run()?;
+        l.outputs()
+    }
+
+    /// Prepares a launch: checks the inputs (the interpreter's messages), compiles (or finds)
+    /// the kernel, uploads the input arrays not yet resident on the device, allocates the
+    /// outputs and picks the launch geometry from the device's [`GpuConfig`]. A launch of no
+    /// elements transfers and allocates nothing.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Run`] for bad inputs or launch shape, [`RuntimeError::Llvm`] when PTX
+    /// generation fails, [`RuntimeError::Cuda`] when a driver call fails.
+    pub fn launch(
+        &self,
+        m: &Module,
+        name: &str,
+        inputs: &[Input],
+        shape: Option<&[usize]>,
+    ) -> Result<CudaLaunch, RuntimeError> {
+        // Uniform work runs once here, in a prologue (DESIGN §4 uniform lifting).
+        plan_program_launch(m, name, inputs, shape)?;
+        let lifted = weft_ir::passes::lift::prepare_launch(m, name, inputs)?;
+        let (m, inputs) = match &lifted {
+            Some((km, ins)) => (km, ins.as_slice()),
+            None => (m, inputs),
+        };
+        let (p, launch, n) = plan_program_launch(m, name, inputs, shape)?;
+        let cfg = self.config();
+        let kernel = self.kernel_with(m, name, cfg.fast_math)?;
+        let i = &self.inner;
+        let layout = &kernel.layout;
+        let mut ctx = Context::new(layout);
+        let mut keep = Vec::new();
+        if n > 0 {
+            i.evict_dropped();
+        }
+        for (k, (par, inp)) in p.params.iter().zip(inputs).enumerate() {
+            match (par.kind, inp) {
+                (ParamKind::Varying | ParamKind::Array, Input::Array(a)) => {
+                    let nl = lanes(a.elem);
+                    if n > 0 {
+                        let b = guard("cuMemcpyHtoDAsync", || i.resident(a))?;
+                        let pb = plane_bytes(scalar_lanes(a.elem).0, a.len()) as u64;
+                        ctx.planes(k, (0..nl).map(|l| b.ptr + l as u64 * pb));
+                        keep.push(b);
+                    }
+                    if par.kind == ParamKind::Array {
+                        ctx.extents(k, nl, &a.shape);
+                    }
+                }
+                (ParamKind::Uniform, Input::Uniform(c)) => ctx.uniform(k, c),
+                _ => {}
+            }
+        }
+        let mut outs = Vec::new();
+        for (k, o) in p.outputs.iter().enumerate() {
+            let (s, nl) = scalar_lanes(o.ty);
+            let buf = if n > 0 {
+                let pb = plane_bytes(s, n);
+                let b = guard("cuMemAlloc", || i.alloc_zeroed(pb * nl))?;
+                ctx.output(k, (0..nl).map(|l| b.ptr + (l * pb) as u64));
+                Some(b)
+            } else {
+                None
+            };
+            outs.push((o.ty, buf));
+        }
+        ctx.launch(&launch);
+        let words = ctx.words;
+        let (block, grid) = guard("cuOccupancyMaxActiveBlocksPerMultiprocessor", || {
+            i.geometry(&kernel, &cfg, n)
+        })?;
+        Ok(CudaLaunch {
+            dev: self.inner.clone(),
+            kernel,
+            words,
+            _inputs: keep,
+            outs,
+            shape: launch,
+            n,
+            block,
+            grid,
+            ran: false,
+            host: None,
+        })
+    }
+
+    /// Copies a host buffer to the device (same plane layout; see [`HostBuffer`]).
+    ///
+    /// # Errors
+    /// `cuMemAlloc` or `cuMemcpyHtoDAsync` failing.
+    pub fn upload(&self, h: &HostBuffer) -> Result<CudaBuffer, RuntimeError> {
+        let i = &self.inner;
+        let buf = guard("cuMemcpyHtoDAsync", || {
+            i.bind()?;
+            i.upload(h.bytes())
+        })?;
+        Ok(CudaBuffer {
+            dev: i.clone(),
+            buf: Arc::new(buf),
+            elem: h.elem(),
+            len: h.len(),
+            stride: h.stride(),
+        })
+    }
+
+    /// Applies program `name` of `m` over device buffers without copying them, with fresh
+    /// device outputs (the `weft` library's arrays resident on this GPU). The kernel is
+    /// queued on the device's stream, not waited for: later launches and downloads on the
+    /// same stream see its results, and faults surface at the next download.
+    ///
+    /// # Errors
+    /// As [`CudaDevice::launch`]; also an element range outside its buffer or a buffer of
+    /// another device.
+    pub fn apply_buffers(
+        &self,
+        m: &Module,
+        name: &str,
+        args: &[CudaArg],
+        shape: Option<&[usize]>,
+    ) -> Result<Vec<CudaBuffer>, RuntimeError> {
+        let mut l = self.launch_buffers(m, name, args, shape)?;
+        l.enqueue()?;
+        Ok(l.into_outputs())
+    }
+
+    /// Prepares a launch over device buffers (see [`CudaDevice::apply_buffers`]).
+    ///
+    /// # Errors
+    /// As [`CudaDevice::apply_buffers`].
+    pub fn launch_buffers(
+        &self,
+        m: &Module,
+        name: &str,
+        args: &[CudaArg],
+        shape: Option<&[usize]>,
+    ) -> Result<CudaBufferLaunch, RuntimeError> {
+        for a in args {
+            if let CudaArg::Array { buf, .. } = a {
+                if !Arc::ptr_eq(&buf.dev, &self.inner) {
+                    return Err(CudaError::Driver {
+                        call: "cuLaunchKernel",
+                        code: "CUDA_ERROR_INVALID_CONTEXT".into(),
+                        description: "a buffer lives on another device".into(),
+                        log: None,
+                    }
+                    .into());
+                }
+            }
+        }
+        let (lifted, all) = crate::plan::plan_buffers(
+            m,
+            name,
+            args,
+            shape,
+            CudaArg::desc,
+            CudaArg::Uniform,
+            |a| match a {
+                CudaArg::Array { buf, offset, .. } => Some((*offset, buf.len)),
+                CudaArg::Uniform(_) => None,
+            },
+        )?;
+        let m = lifted.as_ref().unwrap_or(m);
+        let descs: Vec<ArgDesc> = all.iter().map(CudaArg::desc).collect();
+        let (p, launch, n) = plan_program_launch_desc(m, name, &descs, shape)?;
+        let cfg = self.config();
+        let kernel = self.kernel_with(m, name, cfg.fast_math)?;
+        let i = &self.inner;
+        let layout = &kernel.layout;
+        let mut ctx = Context::new(layout);
+        let mut keep = Vec::new();
+        for (k, (par, arg)) in p.params.iter().zip(&all).enumerate() {
+            match arg {
+                CudaArg::Array { buf, offset, shape } => {
+                    let b = buf.lane_bytes();
+                    ctx.planes(
+                        k,
+                        (0..buf.lanes())
+                            .map(|l| buf.buf.ptr + ((l * buf.stride + offset) * b) as u64),
+                    );
+                    if par.kind == ParamKind::Array {
+                        ctx.extents(k, buf.lanes(), shape);
+                    }
+                    keep.push(buf.buf.clone());
+                }
+                CudaArg::Uniform(c) => ctx.uniform(k, c),
+            }
+        }
+        let mut outs = Vec::new();
+        for (k, o) in p.outputs.iter().enumerate() {
+            // Not zeroed: the kernel writes every element; the padding is zeroed on download.
+            let b = guard("cuMemAlloc", || {
+                i.bind()?;
+                i.alloc(HostBuffer::bytes_for(o.ty, n))
+            })?;
+            let out = CudaBuffer {
+                dev: i.clone(),
+                buf: Arc::new(b),
+                elem: o.ty,
+                len: n,
+                stride: HostBuffer::stride_for(n),
+            };
+            ctx.output(
+                k,
+                (0..out.lanes()).map(|l| out.buf.ptr + (l * out.stride * out.lane_bytes()) as u64),
+            );
+            outs.push(out);
+        }
+        ctx.launch(&launch);
+        let words = ctx.words;
+        let (block, grid) = guard("cuOccupancyMaxActiveBlocksPerMultiprocessor", || {
+            i.geometry(&kernel, &cfg, n)
+        })?;
+        Ok(CudaBufferLaunch {
+            launch: CudaLaunch {
+                dev: self.inner.clone(),
+                kernel,
+                words,
+                _inputs: keep,
+                outs: Vec::new(),
+                shape: launch,
+                n,
+                block,
+                grid,
+                ran: false,
+                host: None,
+            },
+            outs,
+        })
+    }
+}
