@@ -15,12 +15,33 @@ use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The directory `scripts/fetch_data.sh` fills (`data/cache` in the source tree), or
-/// `$WEFT_DATA` when set.
+/// Where the workloads' data files are looked up, first found: `$WEFT_DATA` when set; the
+/// nearest `data/cache` in the working directory or one of its ancestors (what
+/// `scripts/fetch_data.sh` fills in a checkout, found from any folder inside it); the
+/// user's cache, `$XDG_CACHE_HOME/weft/data` or `~/.cache/weft/data`. When none exists, the
+/// user's cache (so that a missing file's error names a place to put it). It does not
+/// depend on where weft was built.
 pub fn cache_dir() -> PathBuf {
-    match std::env::var_os("WEFT_DATA") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/cache"),
+    if let Some(d) = std::env::var_os("WEFT_DATA") {
+        return PathBuf::from(d);
+    }
+    let in_tree = std::env::current_dir().ok().and_then(|cwd| {
+        cwd.ancestors()
+            .map(|a| a.join("data").join("cache"))
+            .find(|d| d.is_dir())
+    });
+    in_tree.unwrap_or_else(user_cache_dir)
+}
+
+/// `$XDG_CACHE_HOME/weft/data`, else `$HOME/.cache/weft/data`, else `data/cache` (relative).
+fn user_cache_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")));
+    match base {
+        Some(b) => b.join("weft").join("data"),
+        None => PathBuf::from("data/cache"),
     }
 }
 
