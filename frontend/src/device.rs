@@ -5,22 +5,16 @@ use crate::error::{Error, Result};
 use std::cell::RefCell;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
-use weft_runtime::{CpuDevice, CudaDevice, HostCompiler};
+use weft_runtime::{Backend, CpuDevice, CudaDevice, HostCompiler};
+
+/// The runtime's device (one type over every backend), which a [`Device`] shares.
+pub(crate) use weft_runtime::Device as Kind;
 
 /// Where programs run. Cheap to clone; clones share the kernel cache. Pick one per thread
 /// with [`Device::scope`] (the default is [`Device::cpu`]), or pass it to the `_on` variants
-/// of apply and the collectives.
+/// of apply and the collectives. It wraps the runtime's [`weft_runtime::Device`].
 #[derive(Clone)]
 pub struct Device(pub(crate) Arc<Kind>);
-
-pub(crate) enum Kind {
-    /// The reference interpreter (DESIGN §3): slow, the definition of the results.
-    Interp,
-    /// The CPU, compiling with Cranelift or LLVM.
-    Cpu(CpuDevice, &'static str),
-    /// An NVIDIA GPU through the CUDA driver.
-    Cuda(CudaDevice),
-}
 
 thread_local! {
     static CURRENT: RefCell<Option<Device>> = const { RefCell::new(None) };
@@ -31,7 +25,7 @@ impl Device {
     /// per process (so its kernel cache is shared).
     pub fn cpu() -> Device {
         static CPU: OnceLock<Device> = OnceLock::new();
-        CPU.get_or_init(|| Device(Arc::new(Kind::Cpu(CpuDevice::new(), "cpu (cranelift)"))))
+        CPU.get_or_init(|| Device(Arc::new(Kind::Cpu(CpuDevice::new()))))
             .clone()
     }
 
@@ -41,7 +35,7 @@ impl Device {
         static CPU: OnceLock<Device> = OnceLock::new();
         CPU.get_or_init(|| {
             let c = CpuDevice::with_compiler(HostCompiler::Llvm(Default::default()));
-            Device(Arc::new(Kind::Cpu(c, "cpu (llvm)")))
+            Device(Arc::new(Kind::Cpu(c)))
         })
         .clone()
     }
@@ -50,7 +44,12 @@ impl Device {
     /// compiled devices must compute (DESIGN §3, §6).
     pub fn interp() -> Device {
         static I: OnceLock<Device> = OnceLock::new();
-        I.get_or_init(|| Device(Arc::new(Kind::Interp))).clone()
+        I.get_or_init(|| {
+            Device(Arc::new(Kind::Interp {
+                fuel: weft_ir::interp::DEFAULT_FUEL,
+            }))
+        })
+        .clone()
     }
 
     /// CUDA GPU number `ordinal` (driver order). Opening the same ordinal twice gives two
@@ -113,8 +112,8 @@ impl Device {
     /// A short description (`cpu (cranelift)`, `interp`, the GPU's name).
     pub fn name(&self) -> String {
         match &*self.0 {
-            Kind::Interp => weft_runtime::Backend::Interp.name().into(),
-            Kind::Cpu(_, n) => (*n).into(),
+            Kind::Interp { .. } => Backend::Interp.name().into(),
+            Kind::Cpu(c) => format!("cpu ({})", c.compiler().backend()),
             Kind::Cuda(d) => format!("cuda:{} ({})", d.info().ordinal, d.info().name),
         }
     }
@@ -130,11 +129,7 @@ impl Device {
         args: &mut [weft_ir::KernelArg],
         grid: &weft_ir::KernelGrid,
     ) -> Result<()> {
-        match &*self.0 {
-            Kind::Interp => Ok(weft_ir::Interpreter::new(m).run_kernel(name, args, grid)?),
-            Kind::Cpu(c, _) => Ok(c.run_kernel(m, name, args, grid)?),
-            Kind::Cuda(d) => Ok(d.run_kernel(m, name, args, grid)?),
-        }
+        Ok(self.0.run_kernel(m, name, args, grid)?)
     }
 
     /// True for a CUDA device.

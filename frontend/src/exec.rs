@@ -160,7 +160,7 @@ fn stored(d: &ArrayData) -> &Arc<Storage> {
 pub(crate) fn run(dev: &Device, l: &Prepared) -> Result<Vec<Resident>> {
     let shape = Some(l.shape.as_slice());
     match &*dev.0 {
-        Kind::Interp => {
+        Kind::Interp { .. } => {
             let ins = l
                 .args
                 .iter()
@@ -171,13 +171,13 @@ pub(crate) fn run(dev: &Device, l: &Prepared) -> Result<Vec<Resident>> {
                     ArgVal::Uniform(c) => Ok(weft_ir::interp::Input::Uniform(*c)),
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let outs = weft_ir::Interpreter::new(&l.module).apply(&l.name, &ins, shape)?;
+            let outs = dev.0.apply(&l.module, &l.name, &ins, shape)?;
             Ok(outs
                 .iter()
                 .map(|o| Resident::Host(HostBuffer::from_host_array(o)))
                 .collect())
         }
-        Kind::Cpu(cpu, _) => {
+        Kind::Cpu(cpu) => {
             let hosts = l
                 .args
                 .iter()
