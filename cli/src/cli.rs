@@ -76,7 +76,7 @@ pub enum Command {
         /// Backend: `cranelift` (compiled SIMD code on the CPU, the default), `llvm` (LLVM
         /// on the CPU), `cuda` (LLVM → PTX on an NVIDIA GPU) or `interp` (the reference
         /// interpreter).
-        #[arg(long, default_value = Backend::Cranelift.name(), value_parser = BACKENDS)]
+        #[arg(long, default_value = Backend::Cranelift.name(), value_parser = Backend::NAMES)]
         backend: String,
         /// GPU index for `--backend cuda` (see `weft devices`).
         #[arg(long, default_value_t = 0)]
@@ -290,9 +290,6 @@ pub enum Command {
         kernels: bool,
     },
 }
-
-/// The names `weft run --backend` takes.
-pub const BACKENDS: [&str; 4] = Backend::NAMES;
 
 /// The axes of `--grid` or `--block`: 1 to 3 numbers of at least 1, x first.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -199,4 +199,36 @@ impl Inner {
         };
         Ok((block, grid))
     }
+
+    /// Runs `launch` `reps` times back to back on the stream and returns the GPU time
+    /// between CUDA events recorded before the first and after the last launch.
+    pub(super) fn time_events(
+        &self,
+        reps: u32,
+        mut launch: impl FnMut() -> Result<(), CudaError>,
+    ) -> Result<Duration, CudaError> {
+        let ms = guard("cuEventRecord", || {
+            let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+            let start = self
+                .ctx
+                .new_event(timing)
+                .map_err(|e| drv("cuEventCreate", e))?;
+            let stop = self
+                .ctx
+                .new_event(timing)
+                .map_err(|e| drv("cuEventCreate", e))?;
+            start
+                .record(&self.stream)
+                .map_err(|e| drv("cuEventRecord", e))?;
+            for _ in 0..reps {
+                launch()?;
+            }
+            stop.record(&self.stream)
+                .map_err(|e| drv("cuEventRecord", e))?;
+            start
+                .elapsed_ms(&stop)
+                .map_err(|e| drv("cuEventElapsedTime", e))
+        })?;
+        Ok(Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+    }
 }

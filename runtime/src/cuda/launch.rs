@@ -105,30 +105,9 @@ impl CudaLaunch {
         }
         self.host = None;
         let d = self.dev.clone();
-        let ms = guard("cuEventRecord", || {
-            let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-            let start = d
-                .ctx
-                .new_event(timing)
-                .map_err(|e| drv("cuEventCreate", e))?;
-            let stop = d
-                .ctx
-                .new_event(timing)
-                .map_err(|e| drv("cuEventCreate", e))?;
-            start
-                .record(&d.stream)
-                .map_err(|e| drv("cuEventRecord", e))?;
-            for _ in 0..reps {
-                self.enqueue()?;
-            }
-            stop.record(&d.stream)
-                .map_err(|e| drv("cuEventRecord", e))?;
-            start
-                .elapsed_ms(&stop)
-                .map_err(|e| drv("cuEventElapsedTime", e))
-        })?;
+        let t = d.time_events(reps, || self.enqueue())?;
         self.ran = true;
-        Ok(Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+        Ok(t)
     }
 
     /// The outputs as host arrays of the launch shape, running the launch first if it has
@@ -229,29 +208,7 @@ impl CudaKernelLaunch {
     /// As [`CudaKernelLaunch::run`], or the event calls failing.
     pub fn time_runs(&mut self, reps: u32) -> Result<Duration, RuntimeError> {
         let d = self.dev.clone();
-        let ms = guard("cuEventRecord", || {
-            let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-            let start = d
-                .ctx
-                .new_event(timing)
-                .map_err(|e| drv("cuEventCreate", e))?;
-            let stop = d
-                .ctx
-                .new_event(timing)
-                .map_err(|e| drv("cuEventCreate", e))?;
-            start
-                .record(&d.stream)
-                .map_err(|e| drv("cuEventRecord", e))?;
-            for _ in 0..reps {
-                self.enqueue()?;
-            }
-            stop.record(&d.stream)
-                .map_err(|e| drv("cuEventRecord", e))?;
-            start
-                .elapsed_ms(&stop)
-                .map_err(|e| drv("cuEventElapsedTime", e))
-        })?;
-        Ok(Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+        Ok(d.time_events(reps, || self.enqueue())?)
     }
 
     /// The kernel launched.
