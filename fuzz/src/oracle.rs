@@ -9,7 +9,7 @@ use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use weft_ir::interp::RunError;
 use weft_ir::{HostArray, Input, Interpreter, Module, ParamKind};
-use weft_runtime::{Backend, CpuDevice, CudaDevice, HostCompiler};
+use weft_runtime::{Backend, Device, DeviceOptions};
 
 /// What a case is checked on, against the interpreter on the original module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -106,44 +106,80 @@ impl fmt::Display for Target {
     }
 }
 
-/// The devices the backend targets run on (kept per worker thread; the CUDA device is
-/// shared).
-pub struct Devices<'a> {
-    /// Cranelift.
-    pub cranelift: CpuDevice,
-    /// LLVM host code.
-    pub llvm: CpuDevice,
-    /// The GPU, when `cuda` is a target.
-    pub cuda: Option<&'a CudaDevice>,
-    /// LLVM host code with fast-math.
-    pub llvm_fast: CpuDevice,
-    /// The GPU with fast-math, when `cuda-fast` is a target.
-    pub cuda_fast: Option<&'a CudaDevice>,
-}
-
-impl<'a> Devices<'a> {
-    /// CPU devices with empty caches, and the GPU ones (`cuda_fast` set to fast-math).
-    pub fn new(cuda: Option<&'a CudaDevice>, cuda_fast: Option<&'a CudaDevice>) -> Devices<'a> {
-        let fast = weft_backend_llvm::Options {
-            fast_math: true,
+impl Target {
+    /// How the device of a compiled target is opened ([`Device::open`]): its backend, with
+    /// fast-math for the fast-math targets. `None` for the interpreter's targets.
+    pub fn device_options(self) -> Option<(Backend, DeviceOptions)> {
+        if !self.is_backend() {
+            return None;
+        }
+        let opts = DeviceOptions {
+            fast_math: self.is_fast_math(),
             ..Default::default()
         };
-        Devices {
-            cranelift: CpuDevice::new(),
-            llvm: CpuDevice::with_compiler(HostCompiler::Llvm(Default::default())),
-            cuda,
-            llvm_fast: CpuDevice::with_compiler(HostCompiler::Llvm(fast)),
-            cuda_fast,
+        Some((self.backend(), opts))
+    }
+}
+
+/// Opens the device of every GPU target among `targets` (`cuda`, `cuda-fast`): once per fuzz
+/// run, shared by the worker threads' [`Devices`].
+///
+/// # Errors
+/// No CUDA driver or GPU, as a message.
+pub fn open_gpus(targets: &[Target]) -> Result<Vec<(Target, Device)>, String> {
+    let mut v = Vec::new();
+    for &t in targets {
+        if let Some((Backend::Cuda, opts)) = t.device_options() {
+            let d =
+                Device::open(Backend::Cuda, &opts).map_err(|e| format!("{t} requested: {e}"))?;
+            v.push((t, d));
         }
+    }
+    Ok(v)
+}
+
+/// The devices the compiled targets run on: a fresh CPU device per CPU target (kept per
+/// worker thread) and the shared GPU ones ([`open_gpus`]).
+pub struct Devices<'a> {
+    cpu: Vec<(Target, Device)>,
+    gpu: &'a [(Target, Device)],
+}
+
+/// The compiled targets that run on the CPU.
+const CPU_TARGETS: [Target; 3] = [Target::Cranelift, Target::Llvm, Target::LlvmFast];
+
+impl<'a> Devices<'a> {
+    /// CPU devices with empty caches for every CPU target, and the GPU devices `gpu`.
+    pub fn new(gpu: &'a [(Target, Device)]) -> Devices<'a> {
+        let cpu = CPU_TARGETS
+            .iter()
+            .filter_map(|&t| {
+                let (b, opts) = t.device_options()?;
+                Some((t, Device::open(b, &opts).ok()?))
+            })
+            .collect();
+        Devices { cpu, gpu }
+    }
+
+    /// Runs `target` on `device` instead (a test forcing an LLVM effort level, say).
+    pub fn set(&mut self, target: Target, device: Device) {
+        self.cpu.retain(|(t, _)| *t != target);
+        self.cpu.push((target, device));
+    }
+
+    /// The device `target` runs on, if open.
+    pub fn get(&self, target: Target) -> Option<&Device> {
+        self.cpu
+            .iter()
+            .chain(self.gpu.iter())
+            .find(|(t, _)| *t == target)
+            .map(|(_, d)| d)
     }
 
     /// Drops the compiled kernels (a fuzz run compiles every case once).
     pub fn clear(&self) {
-        self.cranelift.clear_cache();
-        self.llvm.clear_cache();
-        self.llvm_fast.clear_cache();
-        for c in [self.cuda, self.cuda_fast].into_iter().flatten() {
-            c.clear_cache();
+        for (_, d) in self.cpu.iter().chain(self.gpu.iter()) {
+            d.clear_cache();
         }
     }
 }
@@ -259,27 +295,10 @@ fn run_target(
             let rest = inputs_by_name(p, &q, inputs);
             optimized(with_program(m, q), "dce", &rest)
         }
-        Target::Cranelift => dev
-            .cranelift
-            .apply(m, name, inputs, shape)
-            .map_err(|e| e.to_string()),
-        Target::Llvm => dev
-            .llvm
-            .apply(m, name, inputs, shape)
-            .map_err(|e| e.to_string()),
-        Target::LlvmFast => dev
-            .llvm_fast
-            .apply(m, name, inputs, shape)
-            .map_err(|e| e.to_string()),
-        Target::Cuda | Target::CudaFast => {
-            let d = if target == Target::Cuda {
-                dev.cuda
-            } else {
-                dev.cuda_fast
-            };
-            match d {
-                Some(c) => c.apply(m, name, inputs, shape).map_err(|e| e.to_string()),
-                None => Err("no CUDA device".into()),
+        Target::Cranelift | Target::Llvm | Target::LlvmFast | Target::Cuda | Target::CudaFast => {
+            match dev.get(target) {
+                Some(d) => d.apply(m, name, inputs, shape).map_err(|e| e.to_string()),
+                None => Err(format!("no {target} device")),
             }
         }
     }))

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use weft_runtime::{Backend, CudaDevice};
+use weft_runtime::Backend;
 
 /// What a fuzz run does.
 #[derive(Clone, Debug)]
@@ -300,22 +300,7 @@ fn still_differs(c: &Case, target: Target, dev: &Devices) -> Option<String> {
 /// When `cuda` is a target and no CUDA device can be opened, or the output folder cannot be
 /// created.
 pub fn run(cfg: &FuzzConfig, progress: &(dyn Fn(&Summary) + Sync)) -> Result<Summary, String> {
-    let open_cuda = |fast: bool| -> Result<CudaDevice, String> {
-        weft_runtime::cuda_driver_status().map_err(|e| format!("cuda requested: {e}"))?;
-        let mut d = CudaDevice::new(0).map_err(|e| format!("cuda requested: {e}"))?;
-        let mut c = d.config();
-        c.fast_math = fast;
-        d.set_config(c);
-        Ok(d)
-    };
-    let cuda = match cfg.targets.contains(&Target::Cuda) {
-        true => Some(open_cuda(false)?),
-        false => None,
-    };
-    let cuda_fast = match cfg.targets.contains(&Target::CudaFast) {
-        true => Some(open_cuda(true)?),
-        false => None,
-    };
+    let gpus = crate::oracle::open_gpus(&cfg.targets)?;
     let (fast, exact): (Vec<Target>, Vec<Target>) =
         cfg.targets.iter().partition(|t| t.is_fast_math());
     if let Some(d) = &cfg.out_dir {
@@ -328,7 +313,7 @@ pub fn run(cfg: &FuzzConfig, progress: &(dyn Fn(&Summary) + Sync)) -> Result<Sum
     std::thread::scope(|s| {
         for _ in 0..cfg.threads.max(1) {
             s.spawn(|| {
-                let dev = Devices::new(cuda.as_ref(), cuda_fast.as_ref());
+                let dev = Devices::new(&gpus);
                 let strategy = case(GenConfig::default());
                 let fast_strategy = crate::fastmath::fast_case();
                 let mut done = 0u64;

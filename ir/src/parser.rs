@@ -11,8 +11,8 @@ use crate::program::{
 use crate::types::{Boundary, ScalarType, Type};
 use std::collections::HashMap;
 
-/// Deepest region nesting the parser accepts.
-pub const MAX_DEPTH: usize = 200;
+/// Deepest region nesting the parser accepts (the verifier's limit for built modules).
+pub use crate::verify::MAX_DEPTH;
 
 /// Parses a module. Errors: the first syntax error, or every undefined value.
 /// (Duplicate program names are the verifier's to report.)

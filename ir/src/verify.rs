@@ -10,6 +10,10 @@ use crate::program::{
 use crate::types::Type;
 use std::collections::HashMap;
 
+/// Deepest region nesting a module may have: the parser stops there, and the verifier
+/// rejects deeper built modules, so no module can overflow the stack of a recursive pass.
+pub const MAX_DEPTH: usize = 200;
+
 /// Verifies every program of a module and the call graph (no recursion).
 pub fn verify_module(m: &Module) -> Result<(), Errors> {
     let mut errs = Vec::new();
@@ -335,12 +339,12 @@ impl V<'_> {
     /// (`what` names those values in messages).
     fn region(&mut self, r: Region, yields: &[Type], term: Opcode, what: &str, depth: usize) {
         let p = self.p;
-        if depth > crate::parser::MAX_DEPTH {
+        if depth > MAX_DEPTH {
             self.err(
                 p.loc,
                 format!(
                     "regions nested more than {} deep (the lowerings recurse per level)",
-                    crate::parser::MAX_DEPTH
+                    MAX_DEPTH
                 ),
             );
             return;

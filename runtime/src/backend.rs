@@ -206,6 +206,15 @@ impl Device {
         }
     }
 
+    /// Drops the device's compiled kernels (and, on CUDA, its resident inputs).
+    pub fn clear_cache(&self) {
+        match self {
+            Device::Interp { .. } => {}
+            Device::Cpu(d) => d.clear_cache(),
+            Device::Cuda(d) => d.clear_cache(),
+        }
+    }
+
     /// Runs kernel `name` of `m` over `grid` (DESIGN §2, kernel mode); buffers in `args` are
     /// updated in place.
     ///

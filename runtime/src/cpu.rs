@@ -6,8 +6,9 @@ use crate::buffer::HostBuffer;
 use crate::cache::Lru;
 use crate::context::Context;
 pub use crate::error::RuntimeError;
-use crate::plan::plan_buffers;
+use crate::plan::check_ranges;
 use crate::planes::{read_output, Plane};
+use crate::prepare::Prepared;
 use crate::watchdog::{AbortFlag, Watch, NEVER};
 use rayon::prelude::*;
 use std::sync::{Arc, Mutex};
@@ -15,7 +16,7 @@ use std::time::Duration;
 use weft_backend_cranelift::abi::{lanes, Layout, PAD};
 use weft_backend_cranelift::{compile, Kernel};
 use weft_ir::interp::{HostArray, Input, RunError};
-use weft_ir::launch::{plan_program_launch, plan_program_launch_desc, ArgDesc};
+use weft_ir::launch::ArgDesc;
 use weft_ir::{Const, Module, ParamKind};
 
 /// Which code generator a CPU device compiles with.
@@ -72,7 +73,30 @@ const SERIAL_LIMIT: usize = 1 << 11;
 pub struct CpuDevice {
     compiler: HostCompiler,
     cache: Mutex<Lru<(u64, String), Arc<HostCode>>>,
+    /// Prepared programs ([`CpuDevice::prepare`]), by (fingerprint of the module as given,
+    /// program name).
+    programs: Mutex<Lru<(u64, String), Arc<CpuProgram>>>,
     timeout: Mutex<Option<Duration>>,
+}
+
+/// A program prepared and compiled for a CPU device ([`CpuDevice::prepare`]): launch it with
+/// [`CpuDevice::launch_prepared`] or [`CpuDevice::launch_buffers_prepared`] as often as
+/// wanted; nothing is planned, lifted or looked up again.
+pub struct CpuProgram {
+    prepared: Prepared,
+    code: Arc<HostCode>,
+}
+
+impl CpuProgram {
+    /// The preparation (kernel module, argument planning).
+    pub fn prepared(&self) -> &Prepared {
+        &self.prepared
+    }
+
+    /// The compiled kernel.
+    pub fn code(&self) -> &Arc<HostCode> {
+        &self.code
+    }
 }
 
 impl Default for CpuDevice {
@@ -106,6 +130,7 @@ impl CpuDevice {
         CpuDevice {
             compiler,
             cache: Mutex::default(),
+            programs: Mutex::default(),
             timeout: Mutex::new(env_timeout()),
         }
     }
@@ -132,11 +157,32 @@ impl CpuDevice {
     /// recently used one is dropped, and its code freed once no launch holds it.
     pub fn set_cache_capacity(&self, kernels: usize) {
         self.lock_cache().set_capacity(kernels);
+        self.lock_programs().set_capacity(kernels);
     }
 
     /// How many compiled kernels the cache keeps.
     pub fn cache_capacity(&self) -> usize {
         self.lock_cache().capacity()
+    }
+
+    fn lock_programs(&self) -> std::sync::MutexGuard<'_, Lru<(u64, String), Arc<CpuProgram>>> {
+        self.programs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Program `name` of `m` prepared ([`Prepared::new`]) and compiled, from the cache or
+    /// freshly made: what every launch of this device starts from.
+    ///
+    /// # Errors
+    /// An unknown program or a compile error.
+    pub fn prepare(&self, m: &Module, name: &str) -> Result<Arc<CpuProgram>, RuntimeError> {
+        let key = (weft_ir::launch::fingerprint(m), name.to_string());
+        if let Some(p) = self.lock_programs().get(&key) {
+            return Ok(p);
+        }
+        let prepared = Prepared::new(m, name)?;
+        let code = self.kernel(prepared.kernel_module(), name)?;
+        let p = Arc::new(CpuProgram { prepared, code });
+        Ok(self.lock_programs().get_or_insert(key, p))
     }
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, Lru<(u64, String), Arc<HostCode>>> {
@@ -275,6 +321,7 @@ impl CpuDevice {
     /// Empties the kernel cache; a kernel's code is freed once no launch holds it.
     pub fn clear_cache(&self) {
         self.lock_cache().clear();
+        self.lock_programs().clear();
     }
 
     /// Applies program `name` over arrays (DESIGN §5), like
@@ -301,15 +348,28 @@ impl CpuDevice {
         inputs: &[Input],
         shape: Option<&[usize]>,
     ) -> Result<Launch, RuntimeError> {
-        // Uniform work runs once here, in a prologue (DESIGN §4 uniform lifting).
-        plan_program_launch(m, name, inputs, shape)?;
-        let lifted = weft_ir::passes::lift::prepare_launch(m, name, inputs)?;
-        let (m, inputs) = match &lifted {
-            Some((km, ins)) => (km, ins.as_slice()),
-            None => (m, inputs),
-        };
-        let (p, launch, n) = plan_program_launch(m, name, inputs, shape)?;
-        let kernel = self.kernel(m, name)?;
+        let prog = self.prepare(m, name)?;
+        self.launch_prepared(&prog, inputs, shape)
+    }
+
+    /// [`CpuDevice::launch`] of a prepared program: checks the inputs (the plan of the
+    /// previous launch is reused when they have its signature) and copies them into kernel
+    /// buffers.
+    ///
+    /// # Errors
+    /// As [`CpuDevice::launch`].
+    pub fn launch_prepared(
+        &self,
+        prog: &CpuProgram,
+        inputs: &[Input],
+        shape: Option<&[usize]>,
+    ) -> Result<Launch, RuntimeError> {
+        let name = prog.prepared.name();
+        weft_ir::launch::check_host_inputs(prog.prepared.program(), inputs)?;
+        let descs: Vec<ArgDesc> = inputs.iter().map(ArgDesc::of).collect();
+        let plan = prog.prepared.plan(&descs, shape)?;
+        let (p, n) = (prog.prepared.program(), plan.n);
+        let kernel = prog.code.clone();
         let layout = kernel.layout();
         let padded = n.div_ceil(PAD) * PAD;
         let mut ctx = Context::new(layout);
@@ -335,17 +395,20 @@ impl CpuDevice {
                 _ => {}
             }
         }
+        for (j, c) in plan.extra.iter().enumerate() {
+            ctx.uniform(inputs.len() + j, c);
+        }
         let mut outs: Vec<Vec<Plane>> = Vec::new();
         for (k, o) in p.outputs.iter().enumerate() {
             let s = o.ty.elem_scalar();
             let mut planes: Vec<Plane> = (0..lanes(o.ty))
                 .map(|_| Plane::try_new(s, padded))
                 .collect::<Option<_>>()
-                .ok_or_else(|| too_big_to_allocate(name, &launch))?;
+                .ok_or_else(|| too_big_to_allocate(name, &plan.shape))?;
             ctx.output(k, planes.iter_mut().map(Plane::ptr));
             outs.push(planes);
         }
-        ctx.launch(&launch);
+        ctx.launch(&plan.shape);
         let words = ctx.words;
         let watch = Budget {
             word: layout.abort,
@@ -358,7 +421,7 @@ impl CpuDevice {
             _inputs: keep,
             outs,
             out_types: p.outputs.iter().map(|o| o.ty).collect(),
-            shape: launch,
+            shape: plan.shape.clone(),
             n,
             watch,
         })
@@ -393,25 +456,40 @@ impl CpuDevice {
         args: &[BufArg<'a>],
         shape: Option<&[usize]>,
     ) -> Result<BufferLaunch<'a>, RuntimeError> {
-        let (lifted, all) = plan_buffers(
-            m,
-            name,
-            args,
-            shape,
-            BufArg::desc,
-            BufArg::Uniform,
-            |a| match a {
-                BufArg::Array { buf, offset, .. } => Some((*offset, buf.len())),
+        let prog = self.prepare(m, name)?;
+        self.launch_buffers_prepared(&prog, args, shape)
+    }
+
+    /// [`CpuDevice::launch_buffers`] of a prepared program: checks the arguments (the plan
+    /// of the previous launch is reused when they have its signature) and points the
+    /// kernel's context at them.
+    ///
+    /// # Errors
+    /// As [`CpuDevice::launch_buffers`].
+    pub fn launch_buffers_prepared<'a>(
+        &self,
+        prog: &CpuProgram,
+        args: &[BufArg<'a>],
+        shape: Option<&[usize]>,
+    ) -> Result<BufferLaunch<'a>, RuntimeError> {
+        let name = prog.prepared.name();
+        let descs: Vec<ArgDesc> = args.iter().map(BufArg::desc).collect();
+        let plan = prog.prepared.plan(&descs, shape)?;
+        let p = prog.prepared.program();
+        check_ranges(
+            p,
+            args.iter().map(|a| match a {
+                BufArg::Array { buf, offset, shape } => {
+                    Some((*offset, shape.iter().product(), buf.len()))
+                }
                 BufArg::Uniform(_) => None,
-            },
+            }),
         )?;
-        let m = lifted.as_ref().unwrap_or(m);
-        let descs: Vec<ArgDesc> = all.iter().map(BufArg::desc).collect();
-        let (p, launch, n) = plan_program_launch_desc(m, name, &descs, shape)?;
-        let kernel = self.kernel(m, name)?;
+        let n = plan.n;
+        let kernel = prog.code.clone();
         let layout = kernel.layout();
         let mut ctx = Context::new(layout);
-        for (i, (par, arg)) in p.params.iter().zip(&all).enumerate() {
+        for (i, (par, arg)) in p.params.iter().zip(args).enumerate() {
             match arg {
                 BufArg::Array { buf, offset, shape } => {
                     let b = buf.lane_bytes();
@@ -426,19 +504,22 @@ impl CpuDevice {
                 BufArg::Uniform(c) => ctx.uniform(i, c),
             }
         }
+        for (j, c) in plan.extra.iter().enumerate() {
+            ctx.uniform(args.len() + j, c);
+        }
         let mut outs: Vec<HostBuffer> = p
             .outputs
             .iter()
             .map(|o| HostBuffer::try_for_output(o.ty, n))
             .collect::<Option<_>>()
-            .ok_or_else(|| too_big_to_allocate(name, &launch))?;
+            .ok_or_else(|| too_big_to_allocate(name, &plan.shape))?;
         for (k, o) in outs.iter_mut().enumerate() {
             let ptrs: Vec<u64> = (0..o.lanes())
                 .map(|l| o.plane_mut(l).as_mut_ptr() as u64)
                 .collect();
             ctx.output(k, ptrs);
         }
-        ctx.launch(&launch);
+        ctx.launch(&plan.shape);
         let words = ctx.words;
         let watch = Budget {
             word: layout.abort,
@@ -449,7 +530,7 @@ impl CpuDevice {
             kernel,
             ctx: Ctx(words),
             outs,
-            shape: launch,
+            shape: plan.shape.clone(),
             n,
             watch,
             _args: std::marker::PhantomData,
@@ -542,7 +623,7 @@ pub enum BufArg<'a> {
 }
 
 impl BufArg<'_> {
-    /// The description [`plan_program_launch_desc`] checks.
+    /// The description [`weft_ir::launch::plan_program_launch_desc`] checks.
     pub fn desc(&self) -> ArgDesc<'_> {
         match self {
             BufArg::Array { buf, shape, .. } => ArgDesc::Array {

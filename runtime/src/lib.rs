@@ -12,16 +12,18 @@ pub mod cuda;
 pub mod error;
 mod plan;
 mod planes;
+pub mod prepare;
 pub mod watchdog;
 
 pub use backend::{Backend, Device, DeviceOptions, UnknownBackend};
 pub use buffer::HostBuffer;
-pub use cpu::{BufArg, BufferLaunch, CpuDevice, HostCode, HostCompiler, RuntimeError};
+pub use cpu::{BufArg, BufferLaunch, CpuDevice, CpuProgram, HostCode, HostCompiler, RuntimeError};
 pub use cuda::{
     cuda_devices, cuda_driver_status, cuda_driver_version, CudaArg, CudaBuffer, CudaBufferLaunch,
-    CudaDevice, CudaError, CudaKernel, CudaKernelLaunch, CudaLaunch, DeviceInfo, GpuConfig,
-    Transfers,
+    CudaDevice, CudaError, CudaKernel, CudaKernelLaunch, CudaLaunch, CudaProgram, DeviceInfo,
+    GpuConfig, Transfers,
 };
+pub use prepare::{Plan, Prepared};
 
 /// Backends this build can run programs on ([`Backend::NAMES`]). `cuda` is always compiled
 /// in; whether a GPU and driver are present is a run-time matter ([`cuda_driver_status`],

@@ -62,7 +62,7 @@ impl<'m> Interpreter<'m> {
         let module = if has_math || repeated_calls {
             let mut m = module.clone();
             if has_math {
-                crate::passes::expand_math(&mut m);
+                crate::passes::math::expand_math(&mut m);
             }
             // Identical calls run once (programs are pure): a program calling another twice
             // with the same arguments, down a chain, costs linear time, not exponential.

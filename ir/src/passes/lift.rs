@@ -276,27 +276,72 @@ pub fn prepare_launch_uniforms(
     let Some(p) = m.get(name) else {
         return Ok(None);
     };
-    if uniforms.len() != p.params.len() || has_call(p) {
+    if uniforms.len() != p.params.len() {
         return Ok(None);
     }
-    let Some(l) = lift_program(p) else {
+    let Some(split) = split_launch(m, name) else {
         return Ok(None);
     };
-    let args: Vec<Arg> = p
-        .params
-        .iter()
-        .zip(uniforms)
-        .filter(|(par, _)| par.kind == ParamKind::Uniform)
-        .filter_map(|(_, u)| u.map(Arg::Value))
-        .collect();
-    let pm = Module {
-        programs: vec![l.prologue.clone()],
+    let extra = split.run_prologue(p, uniforms)?;
+    Ok(Some((split.kernel, extra)))
+}
+
+/// The launch-time split of one program ([`split_launch`]): what the devices prepare once
+/// per program and reuse for every launch.
+#[derive(Clone, Debug)]
+pub struct LaunchSplit {
+    /// `m` with `@p` replaced by its kernel (`p`'s inputs, then one uniform per prologue
+    /// output).
+    pub kernel: Module,
+    /// A module of the prologue alone (math functions expanded, so running it costs no
+    /// preparation), named [`prologue_name`]`(p)`.
+    pub prologue: Module,
+}
+
+impl LaunchSplit {
+    /// Runs the prologue on the uniform arguments of a launch of `p` (the original program;
+    /// `uniforms` has one entry per parameter, `None` for arrays) and returns the values to
+    /// append to the kernel's arguments.
+    ///
+    /// # Errors
+    /// The interpreter's errors (fuel, a failing op).
+    pub fn run_prologue(
+        &self,
+        p: &Program,
+        uniforms: &[Option<Const>],
+    ) -> Result<Vec<Const>, RunError> {
+        let args: Vec<Arg> = p
+            .params
+            .iter()
+            .zip(uniforms)
+            .filter(|(par, _)| par.kind == ParamKind::Uniform)
+            .filter_map(|(_, u)| u.map(Arg::Value))
+            .collect();
+        Interpreter::new(&self.prologue).run_element(
+            &self.prologue.programs[0].name,
+            &args,
+            &[0],
+            &[1],
+        )
+    }
+}
+
+/// Splits program `name` of `m` for launching (DESIGN §4): `None` when it does not exist,
+/// calls another program, or has no uniform work to lift ([`lift_program`]).
+pub fn split_launch(m: &Module, name: &str) -> Option<LaunchSplit> {
+    let p = m.get(name)?;
+    if has_call(p) {
+        return None;
+    }
+    let l = lift_program(p)?;
+    let mut prologue = Module {
+        programs: vec![l.prologue],
     };
-    let outs = Interpreter::new(&pm).run_element(&l.prologue.name, &args, &[0], &[1])?;
-    let mut km = m.clone();
-    let i = km.position(name).expect("found above");
-    km.programs[i] = l.kernel;
-    Ok(Some((km, outs)))
+    crate::passes::math::expand_math(&mut prologue);
+    let mut kernel = m.clone();
+    let i = kernel.position(name).expect("found above");
+    kernel.programs[i] = l.kernel;
+    Some(LaunchSplit { kernel, prologue })
 }
 
 fn has_call(p: &Program) -> bool {

@@ -2,67 +2,7 @@
 
 use super::*;
 
-/// Why a CUDA operation failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum CudaError {
-    /// The driver library (libcuda) is not installed or could not be loaded.
-    #[error("no CUDA driver found (libcuda.so could not be loaded)")]
-    NoDriver,
-    /// A driver call failed.
-    #[error("{}", driver_message(call, code, description, log.as_deref()))]
-    Driver {
-        /// The driver function, e.g. `cuModuleLoadDataEx`.
-        call: &'static str,
-        /// The error's name, e.g. `CUDA_ERROR_INVALID_PTX`.
-        code: String,
-        /// The driver's description of the error (empty if it gave none).
-        description: String,
-        /// The PTX JIT's error log, for module loads.
-        log: Option<String>,
-    },
-    /// The requested device ordinal does not exist.
-    #[error("no CUDA device {ordinal}: the CUDA driver reports {count} device(s)")]
-    NoSuchDevice {
-        /// The ordinal asked for.
-        ordinal: usize,
-        /// How many devices the driver reports.
-        count: usize,
-    },
-    /// The driver bindings panicked (e.g. a function missing from an old driver); caught.
-    #[error("{call}: the CUDA driver bindings panicked: {message}")]
-    Panic {
-        /// The operation that was running.
-        call: &'static str,
-        /// The panic's message.
-        message: String,
-    },
-}
-
-pub(super) fn driver_message(
-    call: &str,
-    code: &str,
-    description: &str,
-    log: Option<&str>,
-) -> String {
-    let mut s = format!("{call}: {code}");
-    if !description.is_empty() {
-        s.push_str(&format!(" ({description})"));
-    }
-    if let Some(l) = log.filter(|l| !l.trim().is_empty()) {
-        s.push_str(&format!("\n{}", l.trim_end()));
-    }
-    s
-}
-
-impl CudaError {
-    /// The driver error code's name (`CUDA_ERROR_…`) if this is a failed driver call.
-    pub fn code(&self) -> Option<&str> {
-        match self {
-            CudaError::Driver { code, .. } => Some(code),
-            _ => None,
-        }
-    }
-}
+pub use crate::error::CudaError;
 
 /// A driver error from `call`.
 pub(super) fn drv(call: &'static str, e: DriverError) -> CudaError {

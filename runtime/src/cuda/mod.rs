@@ -19,6 +19,7 @@ use crate::buffer::HostBuffer;
 use crate::context::Context;
 use crate::error::RuntimeError;
 use crate::planes::{fill_plane, plane_bytes, read_output, scalar_lanes};
+use crate::prepare::Prepared;
 use cudarc::driver::{result, sys, CudaContext, CudaSlice, CudaStream, DevicePtr, DriverError};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void, CString};
@@ -29,7 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 use weft_ir::abi::{lanes, Layout};
 use weft_ir::interp::{HostArray, Input, RunError};
-use weft_ir::launch::{plan_program_launch, plan_program_launch_desc, ArgDesc};
+use weft_ir::launch::ArgDesc;
 use weft_ir::{Const, Module, ParamKind, Type};
 
 /// The highest compute capability (major·10 + minor) PTX is generated for: LLVM 19 knows
@@ -158,6 +159,9 @@ struct Inner {
     info: DeviceInfo,
     sm: u32,
     kernels: Mutex<crate::cache::Lru<(u64, String, bool), Arc<CudaKernel>>>,
+    /// Prepared programs ([`CudaDevice::prepare`]), by (fingerprint of the module as given,
+    /// program name, fast-math).
+    programs: Mutex<crate::cache::Lru<(u64, String, bool), Arc<CudaProgram>>>,
     /// Uploaded inputs keyed by the address of their `Arc<HostArray>`; the strong clone keeps
     /// the address from being reused (and the array from being changed) while cached.
     resident: Mutex<HashMap<usize, Resident>>,
@@ -169,6 +173,26 @@ struct Inner {
     /// scratch buffers for the block partials and the result (kept between calls: allocating
     /// them cost as much as a launch).
     sum_kernel: Mutex<Option<SumKernel>>,
+}
+
+/// A program prepared and compiled for a CUDA device ([`CudaDevice::prepare`]): launch it
+/// with [`CudaDevice::launch_prepared`] or [`CudaDevice::launch_buffers_prepared`] as often as
+/// wanted; nothing is planned, lifted or looked up again.
+pub struct CudaProgram {
+    prepared: Prepared,
+    kernel: Arc<CudaKernel>,
+}
+
+impl CudaProgram {
+    /// The preparation (kernel module, argument planning).
+    pub fn prepared(&self) -> &Prepared {
+        &self.prepared
+    }
+
+    /// The loaded kernel.
+    pub fn kernel(&self) -> &Arc<CudaKernel> {
+        &self.kernel
+    }
 }
 
 /// A CUDA device: one GPU's primary context and default stream, a kernel cache, resident
@@ -212,6 +236,7 @@ impl CudaDevice {
                     stream,
                     info,
                     kernels: Mutex::default(),
+                    programs: Mutex::default(),
                     resident: Mutex::default(),
                     uploads: AtomicU64::new(0),
                     upload_bytes: AtomicU64::new(0),
@@ -270,6 +295,7 @@ impl CudaDevice {
     /// no launch holds them.
     pub fn clear_cache(&self) {
         lock(&self.inner.kernels).clear();
+        lock(&self.inner.programs).clear();
         self.clear_resident();
     }
 
@@ -354,6 +380,24 @@ impl CudaDevice {
             blocks_per_sm,
         });
         Ok(lock(&i.kernels).get_or_insert(key, k))
+    }
+
+    /// Program `name` of `m` prepared ([`Prepared::new`]) and compiled with the current
+    /// `fast_math` setting, from the cache or freshly made: what every launch of this device
+    /// starts from.
+    ///
+    /// # Errors
+    /// An unknown program; as [`CudaDevice::kernel`].
+    pub fn prepare(&self, m: &Module, name: &str) -> Result<Arc<CudaProgram>, RuntimeError> {
+        let fast_math = self.config().fast_math;
+        let key = (weft_ir::launch::fingerprint(m), name.to_string(), fast_math);
+        if let Some(p) = lock(&self.inner.programs).get(&key) {
+            return Ok(p);
+        }
+        let prepared = Prepared::new(m, name)?;
+        let kernel = self.kernel_with(prepared.kernel_module(), name, fast_math)?;
+        let p = Arc::new(CudaProgram { prepared, kernel });
+        Ok(lock(&self.inner.programs).get_or_insert(key, p))
     }
 
     /// Runs kernel `name` of `m` (DESIGN §2, kernel mode) over `grid` on the GPU, like
@@ -493,16 +537,29 @@ impl CudaDevice {
         inputs: &[Input],
         shape: Option<&[usize]>,
     ) -> Result<CudaLaunch, RuntimeError> {
-        // Uniform work runs once here, in a prologue (DESIGN §4 uniform lifting).
-        plan_program_launch(m, name, inputs, shape)?;
-        let lifted = weft_ir::passes::lift::prepare_launch(m, name, inputs)?;
-        let (m, inputs) = match &lifted {
-            Some((km, ins)) => (km, ins.as_slice()),
-            None => (m, inputs),
-        };
-        let (p, launch, n) = plan_program_launch(m, name, inputs, shape)?;
+        let prog = self.prepare(m, name)?;
+        self.launch_prepared(&prog, inputs, shape)
+    }
+
+    /// [`CudaDevice::launch`] of a prepared program (made with the same `fast_math`
+    /// setting): checks the inputs (the plan of the previous launch is reused when they have
+    /// its signature), uploads and allocates.
+    ///
+    /// # Errors
+    /// As [`CudaDevice::launch`].
+    pub fn launch_prepared(
+        &self,
+        prog: &CudaProgram,
+        inputs: &[Input],
+        shape: Option<&[usize]>,
+    ) -> Result<CudaLaunch, RuntimeError> {
+        let p = prog.prepared.program();
+        weft_ir::launch::check_host_inputs(p, inputs)?;
+        let descs: Vec<ArgDesc> = inputs.iter().map(ArgDesc::of).collect();
+        let plan = prog.prepared.plan(&descs, shape)?;
+        let n = plan.n;
         let cfg = self.config();
-        let kernel = self.kernel_with(m, name, cfg.fast_math)?;
+        let kernel = prog.kernel.clone();
         let i = &self.inner;
         let layout = &kernel.layout;
         let mut ctx = Context::new(layout);
@@ -528,6 +585,9 @@ impl CudaDevice {
                 _ => {}
             }
         }
+        for (j, c) in plan.extra.iter().enumerate() {
+            ctx.uniform(inputs.len() + j, c);
+        }
         let mut outs = Vec::new();
         for (k, o) in p.outputs.iter().enumerate() {
             let (s, nl) = scalar_lanes(o.ty);
@@ -541,7 +601,7 @@ impl CudaDevice {
             };
             outs.push((o.ty, buf));
         }
-        ctx.launch(&launch);
+        ctx.launch(&plan.shape);
         let words = ctx.words;
         let (block, grid) = guard("cuOccupancyMaxActiveBlocksPerMultiprocessor", || {
             i.geometry(&kernel, &cfg, n)
@@ -552,7 +612,7 @@ impl CudaDevice {
             words,
             _inputs: keep,
             outs,
-            shape: launch,
+            shape: plan.shape.clone(),
             n,
             block,
             grid,
@@ -624,28 +684,55 @@ impl CudaDevice {
                 }
             }
         }
-        let (lifted, all) = crate::plan::plan_buffers(
-            m,
-            name,
-            args,
-            shape,
-            CudaArg::desc,
-            CudaArg::Uniform,
-            |a| match a {
-                CudaArg::Array { buf, offset, .. } => Some((*offset, buf.len)),
+        let prog = self.prepare(m, name)?;
+        self.launch_buffers_prepared(&prog, args, shape)
+    }
+
+    /// [`CudaDevice::launch_buffers`] of a prepared program (made with the same `fast_math`
+    /// setting): checks the arguments (the plan of the previous launch is reused when they
+    /// have its signature) and points the kernel's context at them.
+    ///
+    /// # Errors
+    /// As [`CudaDevice::apply_buffers`].
+    pub fn launch_buffers_prepared(
+        &self,
+        prog: &CudaProgram,
+        args: &[CudaArg],
+        shape: Option<&[usize]>,
+    ) -> Result<CudaBufferLaunch, RuntimeError> {
+        for a in args {
+            if let CudaArg::Array { buf, .. } = a {
+                if !Arc::ptr_eq(&buf.dev, &self.inner) {
+                    return Err(CudaError::Driver {
+                        call: "cuLaunchKernel",
+                        code: "CUDA_ERROR_INVALID_CONTEXT".into(),
+                        description: "a buffer lives on another device".into(),
+                        log: None,
+                    }
+                    .into());
+                }
+            }
+        }
+        let descs: Vec<ArgDesc> = args.iter().map(CudaArg::desc).collect();
+        let plan = prog.prepared.plan(&descs, shape)?;
+        let p = prog.prepared.program();
+        crate::plan::check_ranges(
+            p,
+            args.iter().map(|a| match a {
+                CudaArg::Array { buf, offset, shape } => {
+                    Some((*offset, shape.iter().product(), buf.len))
+                }
                 CudaArg::Uniform(_) => None,
-            },
+            }),
         )?;
-        let m = lifted.as_ref().unwrap_or(m);
-        let descs: Vec<ArgDesc> = all.iter().map(CudaArg::desc).collect();
-        let (p, launch, n) = plan_program_launch_desc(m, name, &descs, shape)?;
+        let n = plan.n;
         let cfg = self.config();
-        let kernel = self.kernel_with(m, name, cfg.fast_math)?;
+        let kernel = prog.kernel.clone();
         let i = &self.inner;
         let layout = &kernel.layout;
         let mut ctx = Context::new(layout);
         let mut keep = Vec::new();
-        for (k, (par, arg)) in p.params.iter().zip(&all).enumerate() {
+        for (k, (par, arg)) in p.params.iter().zip(args).enumerate() {
             match arg {
                 CudaArg::Array { buf, offset, shape } => {
                     let b = buf.lane_bytes();
@@ -661,6 +748,9 @@ impl CudaDevice {
                 }
                 CudaArg::Uniform(c) => ctx.uniform(k, c),
             }
+        }
+        for (j, c) in plan.extra.iter().enumerate() {
+            ctx.uniform(args.len() + j, c);
         }
         let mut outs = Vec::new();
         for (k, o) in p.outputs.iter().enumerate() {
@@ -682,7 +772,7 @@ impl CudaDevice {
             );
             outs.push(out);
         }
-        ctx.launch(&launch);
+        ctx.launch(&plan.shape);
         let words = ctx.words;
         let (block, grid) = guard("cuOccupancyMaxActiveBlocksPerMultiprocessor", || {
             i.geometry(&kernel, &cfg, n)
@@ -694,7 +784,7 @@ impl CudaDevice {
                 words,
                 _inputs: keep,
                 outs: Vec::new(),
-                shape: launch,
+                shape: plan.shape.clone(),
                 n,
                 block,
                 grid,

@@ -185,3 +185,70 @@ fn index_and_stencil_reads_match_the_interpreter_on_wide_launches() {
     }
     assert_eq!(cases, 7 * 6 * 3 * 6);
 }
+
+/// Uniform work the devices lift into a prologue (DESIGN §4): `%s = a * a + 1`.
+const LIFTED: &str = "
+program @scale(uniform %a: f32, %x: f32) -> (y: f32) {
+  %one: f32 = const 1.0
+  %aa: f32 = mul %a, %a
+  %s: f32 = add %aa, %one
+  %y: f32 = mul %x, %s
+  return %y
+}
+";
+
+/// One preparation path: a prepared program is planned once per signature and uniform
+/// values; relaunching it with other arrays of the same signature reuses the plan, a new
+/// uniform value re-runs the prologue, and a bad argument is still caught.
+#[test]
+fn prepared_programs_plan_once_per_signature() {
+    let m = weft_ir::parse_and_verify(LIFTED).expect("verifies");
+    let dev = CpuDevice::new();
+    let prog = dev.prepare(&m, "scale").expect("prepares");
+    // The kernel takes the lifted value as one more uniform.
+    let k = prog
+        .prepared()
+        .kernel_module()
+        .get("scale")
+        .expect("kernel");
+    assert_eq!(k.params.len(), 3, "lifted kernel: a, x, then s");
+    assert!(Arc::ptr_eq(
+        &prog,
+        &dev.prepare(&m, "scale").expect("cached")
+    ));
+    let run = |a: f32, x: &[f32]| {
+        let ins = vec![
+            Input::Uniform(Const::f32(a)),
+            Input::Array(Arc::new(HostArray::from_f32(x))),
+        ];
+        let want = Interpreter::new(&m)
+            .apply("scale", &ins, None)
+            .expect("interp");
+        let mut l = dev.launch_prepared(&prog, &ins, None).expect("launch");
+        l.run().expect("run");
+        assert_eq!(l.outputs(), want, "a = {a}");
+        let descs: Vec<_> = ins.iter().map(weft_ir::launch::ArgDesc::of).collect();
+        prog.prepared().plan(&descs, None).expect("plan")
+    };
+    let p1 = run(2.0, &[1.0, 2.0, 3.0]);
+    let p2 = run(2.0, &[4.0, 5.0, 6.0]);
+    assert!(Arc::ptr_eq(&p1, &p2), "same signature: the plan is reused");
+    assert_eq!(p1.extra, vec![Const::f32(5.0)]);
+    let p3 = run(3.0, &[4.0, 5.0, 6.0]);
+    assert_eq!(
+        p3.extra,
+        vec![Const::f32(10.0)],
+        "a new uniform re-runs the prologue"
+    );
+    let p4 = run(3.0, &[1.0; 7]);
+    assert_eq!(p4.shape, vec![7]);
+    let bad = vec![
+        Input::Uniform(Const::f32(1.0)),
+        Input::Uniform(Const::f32(1.0)),
+    ];
+    let e = dev
+        .launch_prepared(&prog, &bad, None)
+        .err()
+        .expect("a uniform for a varying input");
+    assert!(e.to_string().contains("`x`"), "{e}");
+}

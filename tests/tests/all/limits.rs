@@ -267,11 +267,14 @@ fn every_llvm_effort_gives_the_interpreters_bits() {
     use weft_backend_llvm::{Effort, Options};
     use weft_fuzz::oracle::{check, oracle, Check, Devices, Oracle, Target};
     for effort in [Effort::Reduced, Effort::Minimal] {
-        let mut devs = Devices::new(None, None);
-        devs.llvm = CpuDevice::with_compiler(HostCompiler::Llvm(Options {
-            effort,
-            ..Default::default()
-        }));
+        let mut devs = Devices::new(&[]);
+        devs.set(
+            Target::Llvm,
+            weft_runtime::Device::Cpu(CpuDevice::with_compiler(HostCompiler::Llvm(Options {
+                effort,
+                ..Default::default()
+            }))),
+        );
         let (mut checked, mut failures) = (0, Vec::new());
         for i in 0..150 {
             let c = weft_fuzz::runner::case_at(23, i).expect("generated case");

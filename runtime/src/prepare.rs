@@ -1,0 +1,162 @@
+//! The one launch-preparation path of the compiled devices (CPU and CUDA): a program is
+//! looked up, split into prologue and kernel by uniform lifting (DESIGN §4), and lowered
+//! (math expanded, calls inlined) once into a [`Prepared`]; each launch then only checks its
+//! arguments against it — and not even that when they have the signature and uniform values
+//! of the previous launch, whose plan is kept.
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
+use weft_ir::launch::{plan_program_launch_desc, ArgDesc};
+use weft_ir::passes::lift::{split_launch, LaunchSplit};
+use weft_ir::{Const, Module, RunError, Type};
+
+/// A program prepared for launching (built by [`Prepared::new`], kept by the devices next
+/// to its compiled code).
+pub struct Prepared {
+    name: String,
+    /// The module as given: arguments are checked against its program, so errors name the
+    /// user's parameters.
+    source: Module,
+    /// The module the kernel compiles from: lifted, math expanded, calls inlined
+    /// ([`weft_ir::passes::for_lowering`]).
+    kernel: Module,
+    split: Option<LaunchSplit>,
+    /// The plan of the latest launch, reused while arguments keep its signature.
+    last: Mutex<Option<(Signature, Arc<Plan>)>>,
+}
+
+/// What a launch needs beyond its buffers, from [`Prepared::plan`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The launch shape, outermost axis first.
+    pub shape: Vec<usize>,
+    /// Its element count.
+    pub n: usize,
+    /// The prologue's results, appended to the kernel's arguments as uniforms (empty when
+    /// nothing was lifted).
+    pub extra: Vec<Const>,
+}
+
+/// A launch's arguments without their data: array element types and shapes, uniform values
+/// (the prologue's results depend on them), and the explicit launch shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Signature {
+    args: Vec<ArgKey>,
+    shape: Option<Vec<usize>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum ArgKey {
+    Array(Type, Vec<usize>),
+    Uniform(Const),
+}
+
+impl Signature {
+    fn matches(&self, descs: &[ArgDesc], shape: Option<&[usize]>) -> bool {
+        self.shape.as_deref() == shape
+            && self.args.len() == descs.len()
+            && self.args.iter().zip(descs).all(|(k, d)| match (k, d) {
+                (ArgKey::Array(t, s), ArgDesc::Array { elem, shape }) => t == elem && s == shape,
+                (ArgKey::Uniform(a), ArgDesc::Uniform(b)) => a == b,
+                _ => false,
+            })
+    }
+
+    fn of(descs: &[ArgDesc], shape: Option<&[usize]>) -> Signature {
+        Signature {
+            args: descs
+                .iter()
+                .map(|d| match d {
+                    ArgDesc::Array { elem, shape } => ArgKey::Array(*elem, shape.to_vec()),
+                    ArgDesc::Uniform(c) => ArgKey::Uniform(*c),
+                })
+                .collect(),
+            shape: shape.map(<[usize]>::to_vec),
+        }
+    }
+}
+
+impl Prepared {
+    /// Prepares program `name` of `m` (which must verify): lifts its uniform work into a
+    /// prologue and lowers the kernel's module once.
+    ///
+    /// # Errors
+    /// [`RunError::UnknownProgram`] when `m` has no program `name`.
+    pub fn new(m: &Module, name: &str) -> Result<Prepared, RunError> {
+        if m.get(name).is_none() {
+            return Err(RunError::UnknownProgram(name.to_string()));
+        }
+        let split = split_launch(m, name);
+        let kernel = match &split {
+            Some(s) => weft_ir::passes::for_lowering(&s.kernel, name).into_owned(),
+            None => match weft_ir::passes::for_lowering(m, name) {
+                Cow::Borrowed(m) => m.clone(),
+                Cow::Owned(m) => m,
+            },
+        };
+        Ok(Prepared {
+            name: name.to_string(),
+            source: m.clone(),
+            kernel,
+            split,
+            last: Mutex::new(None),
+        })
+    }
+
+    /// The program's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The module the kernel compiles from (lifted, math expanded, calls inlined); its
+    /// program [`Prepared::name`] takes the user's arguments and then one uniform per
+    /// [`Plan::extra`] value.
+    pub fn kernel_module(&self) -> &Module {
+        &self.kernel
+    }
+
+    /// The program as given (what arguments are checked against).
+    pub fn program(&self) -> &weft_ir::Program {
+        self.source
+            .get(&self.name)
+            .expect("checked in Prepared::new")
+    }
+
+    /// Checks a launch's arguments (`descs`, one per parameter) and optional launch shape
+    /// against the program and plans it: launch shape, element count, and the prologue's
+    /// results for these uniform values. A launch with the previous one's signature and
+    /// uniform values reuses its plan.
+    ///
+    /// # Errors
+    /// The interpreter's messages for wrong arguments or launch shape, naming the
+    /// parameter; a failing prologue.
+    pub fn plan(&self, descs: &[ArgDesc], shape: Option<&[usize]>) -> Result<Arc<Plan>, RunError> {
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((sig, plan)) = &*last {
+            if sig.matches(descs, shape) {
+                return Ok(plan.clone());
+            }
+        }
+        let (p, launch, n) = plan_program_launch_desc(&self.source, &self.name, descs, shape)?;
+        let extra = match &self.split {
+            Some(s) => {
+                let uniforms: Vec<Option<Const>> = descs
+                    .iter()
+                    .map(|d| match d {
+                        ArgDesc::Uniform(c) => Some(*c),
+                        ArgDesc::Array { .. } => None,
+                    })
+                    .collect();
+                s.run_prologue(p, &uniforms)?
+            }
+            None => Vec::new(),
+        };
+        let plan = Arc::new(Plan {
+            shape: launch,
+            n,
+            extra,
+        });
+        *last = Some((Signature::of(descs, shape), plan.clone()));
+        Ok(plan)
+    }
+}
