@@ -15,7 +15,7 @@ bash scripts/install_deps.sh
 echo "== fetching data (scripts/fetch_data.sh)"
 bash scripts/fetch_data.sh
 echo "== building weft and its examples (release)"
-cargo build --release -q -p weft-cli --bin weft && cargo build --release -q -p weft --examples
+cargo build --release -q -p weft-cli --bin weft && cargo build --release -q -p weft-workloads --examples
 ex=target/release/examples
 echo "== MDH: mache.pqr's 8,279 atoms × 64³ grid points on the default CPU device (Cranelift)"
 "$ex/mdh" cpu

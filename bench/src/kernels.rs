@@ -9,7 +9,7 @@ use weft_ir::interp::{HostArray, Input};
 use weft_ir::{Const, KernelArg, KernelGrid, Module, ScalarType, Type};
 use weft_runtime::{CpuDevice, CudaDevice};
 
-use crate::workloads::mdh;
+use weft_workloads::mdh;
 
 fn example(file: &str) -> Module {
     let path = crate::root().join(file);

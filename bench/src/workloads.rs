@@ -6,18 +6,7 @@
 
 #![allow(dead_code)]
 
-#[path = "../../frontend/examples/blackscholes.rs"]
-mod blackscholes;
-#[path = "../../frontend/examples/cg.rs"]
-mod cg;
-#[path = "../../frontend/examples/coins.rs"]
-mod coins;
-#[path = "../../frontend/examples/ep.rs"]
-mod ep;
-#[path = "../../frontend/examples/jacobi.rs"]
-mod jacobi;
-#[path = "../../frontend/examples/mdh.rs"]
-pub(crate) mod mdh;
+use weft_workloads::{blackscholes, cg, coins, ep, jacobi, mdh};
 
 use crate::{fail, median, root};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -25,8 +14,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
-use weft::data::Csr;
 use weft::{Array, Device};
+use weft_runtime::Backend;
+use weft_workloads::data::Csr;
 
 /// Problem sizes of one run.
 #[derive(Clone, Copy)]
@@ -202,7 +192,7 @@ fn baselines(dir: &Path, cuda_bin: Option<&Path>) -> Vec<Baseline> {
     }
     if let Some(bin) = cuda_bin {
         for (column, suffix, exe) in [
-            ("CUDA nvcc -O3", "cuda", "workloads_cuda"),
+            ("CUDA nvcc -O3", Backend::Cuda.name(), "workloads_cuda"),
             ("CUDA --use_fast_math", "cudafast", "workloads_cuda_fast"),
         ] {
             let exe = bin.join(exe);
@@ -431,8 +421,8 @@ fn jobs(s: Sizes, dir: &Path) -> Vec<Job> {
         ),
         (
             "CG, lund_a.mtx (147 rows, 2,449 nonzeros) to ‖r‖/‖b‖ < 1e-10 (f64)".to_string(),
-            weft::data::read_matrix_market(
-                &weft::data::cached("lund_a.mtx").unwrap_or_else(|e| fail(e.to_string())),
+            weft_workloads::data::read_matrix_market(
+                &weft_workloads::data::cached("lund_a.mtx").unwrap_or_else(|e| fail(e.to_string())),
             )
             .unwrap_or_else(|e| fail(e.to_string())),
             1e-10,
@@ -814,7 +804,7 @@ fn markdown(rows: &[Row], machine: &str, reps: usize, args: &[String]) -> String
         .flat_map(|w| {
             base_cols
                 .iter()
-                .filter(move |b| w.ends_with("cuda") == b.starts_with("CUDA"))
+                .filter(move |b| w.ends_with(Backend::Cuda.name()) == b.starts_with("CUDA"))
                 .map(move |b| (*w, *b))
         })
         .collect();

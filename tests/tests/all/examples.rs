@@ -1,30 +1,9 @@
-//! The `weft` library's examples (`frontend/examples/*.rs`), each run on the interpreter,
+//! The `weft` library's examples (`weft_workloads`, `workloads/src/*.rs`), each run on the interpreter,
 //! the CPU with Cranelift and with LLVM, and a CUDA GPU when one is present: every device
 //! must give the interpreter's results bit for bit.
 
-#[allow(dead_code)]
-#[path = "../../../frontend/examples/arg_max.rs"]
-mod arg_max;
-#[allow(dead_code)]
-#[path = "../../../frontend/examples/func_arrays.rs"]
-mod func_arrays;
-#[allow(dead_code)]
-#[path = "../../../frontend/examples/mdh.rs"]
-pub(crate) mod mdh;
-#[allow(dead_code)]
-#[path = "../../../frontend/examples/particles.rs"]
-mod particles;
-#[allow(dead_code)]
-#[path = "../../../frontend/examples/reduce_combiner.rs"]
-mod reduce_combiner;
-#[allow(dead_code)]
-#[path = "../../../frontend/examples/reflect.rs"]
-mod reflect;
-#[allow(dead_code)]
-#[path = "../../../frontend/examples/vecadd.rs"]
-mod vecadd;
-
 use weft::Device;
+use weft_workloads::{arg_max, func_arrays, mdh, particles, reduce_combiner, reflect, vecadd};
 
 /// The compiled devices to compare with the interpreter: both CPU backends, and CUDA GPU 0
 /// when a driver and GPU are present (else a message says it was skipped).

@@ -1,29 +1,13 @@
 //! The seed papers' workloads (docs/workloads.md) at CI sizes: each Rust example
-//! (`frontend/examples/`) on both CPU backends (and a CUDA GPU when present) within its
+//! (`weft-workloads`, `workloads/src/`) on both CPU backends (and a CUDA GPU when present) within its
 //! stated tolerance of the f64 reference, and each `.weft` program (`examples/ir/`) through
 //! `weft run`. Real inputs come from `scripts/fetch_data.sh` (which `scripts/test.sh` runs);
 //! a test whose file is missing fails and says how to fetch it.
 
-#[allow(dead_code)]
-#[path = "../../../frontend/examples/blackscholes.rs"]
-mod blackscholes;
-#[allow(dead_code)]
-#[path = "../../../frontend/examples/cg.rs"]
-mod cg;
-#[allow(dead_code)]
-#[path = "../../../frontend/examples/coins.rs"]
-mod coins;
-#[allow(dead_code)]
-#[path = "../../../frontend/examples/ep.rs"]
-mod ep;
-#[allow(dead_code)]
-#[path = "../../../frontend/examples/jacobi.rs"]
-mod jacobi;
-
-use crate::examples::mdh;
 use std::path::PathBuf;
 use weft::ir::{ScalarType, Type};
 use weft::{Device, HostArray};
+use weft_workloads::{blackscholes, cg, coins, ep, jacobi, mdh};
 
 /// Both CPU backends, and CUDA GPU 0 when a driver and GPU are present (else a message
 /// says it was skipped).
@@ -81,7 +65,10 @@ fn jacobi_converges_within_tolerance_of_f64() {
 
 #[test]
 fn spmv_and_cg_solve_lund_a() {
-    let a = weft::data::read_matrix_market(&weft::data::cached("lund_a.mtx").unwrap()).unwrap();
+    let a = weft_workloads::data::read_matrix_market(
+        &weft_workloads::data::cached("lund_a.mtx").unwrap(),
+    )
+    .unwrap();
     assert_eq!(
         (a.rows, a.nnz()),
         (147, 2449),
@@ -295,7 +282,7 @@ fn weft_run_ep_sums_match_class_s() {
     }
 }
 
-fn csr_args(a: &weft::data::Csr) -> Vec<String> {
+fn csr_args(a: &weft_workloads::data::Csr) -> Vec<String> {
     let i32s = |v: &[i32]| HostArray {
         elem: Type::scalar(ScalarType::I32),
         shape: vec![v.len()],
@@ -321,7 +308,10 @@ fn f64_array(v: &[f64]) -> HostArray {
 
 #[test]
 fn weft_run_spmv_and_cg_on_lund_a() {
-    let a = weft::data::read_matrix_market(&weft::data::cached("lund_a.mtx").unwrap()).unwrap();
+    let a = weft_workloads::data::read_matrix_market(
+        &weft_workloads::data::cached("lund_a.mtx").unwrap(),
+    )
+    .unwrap();
     let b = a.mul(&vec![1.0; a.cols]);
     let bpath = save("b.npy", f64_array(&b));
     let x0 = save("x0.npy", f64_array(&vec![0.0; a.rows]));
@@ -432,7 +422,7 @@ fn weft_run_black_scholes() {
 
 #[test]
 fn weft_run_coins_edges_ring_and_peaks() {
-    let png = weft::data::cached("coins.png")
+    let png = weft_workloads::data::cached("coins.png")
         .unwrap()
         .display()
         .to_string();

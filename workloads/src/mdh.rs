@@ -5,7 +5,7 @@
 //!
 //! Writes the potential as `.npy` and a PNG of its middle slice with a colour bar.
 //!
-//! `cargo run --release -p weft --example mdh [DEVICE] [ATOMS] [SIDE] [OUT_DIR]`
+//! `cargo run --release -p weft-workloads --example mdh [DEVICE] [ATOMS] [SIDE] [OUT_DIR]`
 
 use weft::dsl::{for_, index, InArray, Out, Param, Program, Value1f, Value3f, Value4f};
 use weft::ir::Boundary;
@@ -14,7 +14,7 @@ use weft::{Array, Device, Result};
 /// The first `count` atoms of `mache.pqr` (data cache) as (x, y, z, charge), or a
 /// synthetic molecule of `count` atoms (4,096 if `count` is `usize::MAX`) when it is missing.
 pub fn atoms(count: usize) -> Vec<[f32; 4]> {
-    if let Ok(a) = weft::data::cached("mache.pqr").and_then(|p| weft::data::read_pqr(&p)) {
+    if let Ok(a) = crate::data::cached("mache.pqr").and_then(|p| crate::data::read_pqr(&p)) {
         return a.into_iter().take(count).collect();
     }
     let count = if count == usize::MAX { 4096 } else { count };
@@ -136,10 +136,10 @@ pub fn save(dir: &std::path::Path, side: usize, pot: &[f32]) -> Result<std::path
     Ok(png)
 }
 
-#[allow(dead_code)]
-fn main() {
+/// The example's command line (see the module docs).
+pub fn main() {
     let arg = |i: usize| std::env::args().nth(i);
-    let name = arg(1).unwrap_or_else(|| "cpu".into());
+    let name = crate::device_arg();
     let count = arg(2).and_then(|s| s.parse().ok()).unwrap_or(usize::MAX);
     let side = arg(3).and_then(|s| s.parse().ok()).unwrap_or(64);
     let dir = std::path::PathBuf::from(arg(4).unwrap_or_else(|| "target/mdh".into()));

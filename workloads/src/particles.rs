@@ -3,7 +3,7 @@
 //! host `Uniform` read at each apply (loose binding). Positions and velocities are both input
 //! and output of the step: the apply reads their old contents (double buffering).
 //!
-//! `cargo run --release -p weft --example particles [DEVICE] [N] [STEPS]`
+//! `cargo run --release -p weft-workloads --example particles [DEVICE] [N] [STEPS]`
 
 use weft::dsl::{if_, In, Out, Program, Uniform, Value3f};
 use weft::{Array, Device, Result};
@@ -39,9 +39,9 @@ pub fn particles(dev: &Device, n: usize, steps: usize) -> Result<(State, State)>
     Ok((pos.to_vec()?, vel.to_vec()?))
 }
 
-#[allow(dead_code)]
-fn main() {
-    let name = std::env::args().nth(1).unwrap_or_else(|| "cpu".into());
+/// The example's command line (see the module docs).
+pub fn main() {
+    let name = crate::device_arg();
     let n = std::env::args()
         .nth(2)
         .and_then(|s| s.parse().ok())

@@ -5,7 +5,7 @@
 //! constants and the loop unrolled — then peak finding with `arg_max` and a suppression
 //! program. Writes a PNG overlay of the found coins.
 //!
-//! `cargo run --release -p weft --example coins [DEVICE] [OUT.png]`
+//! `cargo run --release -p weft-workloads --example coins [DEVICE] [OUT.png]`
 
 use weft::dsl::{for_, index, select, In, InArray, Out, Param, Program, Value1f, Value1i, Value2i};
 use weft::ir::{Boundary, ScalarType, Type};
@@ -177,7 +177,7 @@ pub fn find_coins(dev: &Device, h: usize, w: usize, img: &[f32], prm: Params) ->
 
 /// Loads `coins.png` from the data cache as (h, w, grey levels as f32).
 pub fn load() -> Result<(usize, usize, Vec<f32>)> {
-    let (h, w, px) = weft::data::read_png_gray(&weft::data::cached("coins.png")?)?;
+    let (h, w, px) = weft::data::read_png_gray(&crate::data::cached("coins.png")?)?;
     Ok((h, w, px.iter().map(|&g| g as f32).collect()))
 }
 
@@ -242,10 +242,10 @@ pub fn overlay(h: usize, w: usize, img: &[f32], coins: &[Coin]) -> Vec<u8> {
     rgb
 }
 
-#[allow(dead_code)]
-fn main() {
+/// The example's command line (see the module docs).
+pub fn main() {
     let arg = |i: usize| std::env::args().nth(i);
-    let name = arg(1).unwrap_or_else(|| "cpu".into());
+    let name = crate::device_arg();
     let out = arg(2).unwrap_or_else(|| "target/coins_found.png".into());
     let run = || -> Result<()> {
         let dev = Device::by_name(&name)?;

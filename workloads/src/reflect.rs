@@ -1,7 +1,7 @@
 //! The RapidMind paper's shader-style program (§3): normalize a surface normal and reflect
 //! the incident direction about it, `r = i − 2·dot(n, i)·n`, over arrays of `Value3f`.
 //!
-//! `cargo run --release -p weft --example reflect [DEVICE] [N]`
+//! `cargo run --release -p weft-workloads --example reflect [DEVICE] [N]`
 
 use weft::dsl::{In, Out, Program, Value3f};
 use weft::{Array, Device, Result};
@@ -22,9 +22,9 @@ pub fn reflect(dev: &Device, n: usize) -> Result<Vec<[f32; 3]>> {
     r.to_vec()
 }
 
-#[allow(dead_code)]
-fn main() {
-    let name = std::env::args().nth(1).unwrap_or_else(|| "cpu".into());
+/// The example's command line (see the module docs).
+pub fn main() {
+    let name = crate::device_arg();
     let n = std::env::args()
         .nth(2)
         .and_then(|s| s.parse().ok())

@@ -4,7 +4,7 @@
 //! (docs/workloads.md). The change is only needed on every 10th sweep: the other sweeps run
 //! the program specialised to its first output (`keep`, dead-code elimination).
 //!
-//! `cargo run --release -p weft --example jacobi [DEVICE] [N] [TOL] [MAX_SWEEPS]`
+//! `cargo run --release -p weft-workloads --example jacobi [DEVICE] [N] [TOL] [MAX_SWEEPS]`
 
 use weft::dsl::{index, select, shape, InArray, Out, Program, Value1f};
 use weft::ir::Boundary;
@@ -94,10 +94,10 @@ pub fn max_error(a: &[f32], b: &[f64]) -> f64 {
         .fold(0.0, |m, (&x, &y)| f64::max(m, (x as f64 - y).abs()))
 }
 
-#[allow(dead_code)]
-fn main() {
+/// The example's command line (see the module docs).
+pub fn main() {
     let arg = |i: usize| std::env::args().nth(i);
-    let name = arg(1).unwrap_or_else(|| "cpu".into());
+    let name = crate::device_arg();
     let n = arg(2).and_then(|s| s.parse().ok()).unwrap_or(64);
     let tol = arg(3).and_then(|s| s.parse().ok()).unwrap_or(1e-4);
     let max_sweeps = arg(4).and_then(|s| s.parse().ok()).unwrap_or(100_000);

@@ -2,7 +2,7 @@
 //! two intervals `[lo, hi]` into their hull, so reducing the intervals `[x, x]` of an array
 //! gives its range in one parallel pass. Also `count` with a user predicate.
 //!
-//! `cargo run --release -p weft --example reduce_combiner [DEVICE] [N]`
+//! `cargo run --release -p weft-workloads --example reduce_combiner [DEVICE] [N]`
 
 use weft::dsl::{In, Out, Program, Value1f, Value2f};
 use weft::{count, reduce, Array, Device, Result};
@@ -28,9 +28,9 @@ pub fn reduce_combiner(dev: &Device, n: usize) -> Result<([f32; 2], u64)> {
     dev.scope(|| Ok((reduce(&hull, &intervals)?, count(&negative, &values)?)))
 }
 
-#[allow(dead_code)]
-fn main() {
-    let name = std::env::args().nth(1).unwrap_or_else(|| "cpu".into());
+/// The example's command line (see the module docs).
+pub fn main() {
+    let name = crate::device_arg();
     let n = std::env::args()
         .nth(2)
         .and_then(|s| s.parse().ok())

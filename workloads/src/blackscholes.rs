@@ -2,7 +2,7 @@
 //! BlackScholes sample): European call and put prices of `n` options in f32, one option per
 //! element, validated against the same formula in f64 (docs/workloads.md).
 //!
-//! `cargo run --release -p weft --example blackscholes [DEVICE] [N]`
+//! `cargo run --release -p weft-workloads --example blackscholes [DEVICE] [N]`
 
 use weft::dsl::{select, In, Out, Param, Program, Value1f};
 use weft::{Array, Device, Result};
@@ -131,9 +131,9 @@ pub fn l1_errors(s: &[f32], x: &[f32], t: &[f32], call: &[f32], put: &[f32]) -> 
     (dc / rc, dp / rp)
 }
 
-#[allow(dead_code)]
-fn main() {
-    let name = std::env::args().nth(1).unwrap_or_else(|| "cpu".into());
+/// The example's command line (see the module docs).
+pub fn main() {
+    let name = crate::device_arg();
     let n = std::env::args()
         .nth(2)
         .and_then(|s| s.parse().ok())

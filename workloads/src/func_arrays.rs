@@ -3,7 +3,7 @@
 //! function called while recording is inlined into the program, which is then applied to
 //! two 2-D arrays of `Value3f`.
 //!
-//! `cargo run --release -p weft --example func_arrays [DEVICE] [SIDE]`
+//! `cargo run --release -p weft-workloads --example func_arrays [DEVICE] [SIDE]`
 
 use weft::dsl::{In, Out, Program, Value3f};
 use weft::{Array, Device, Result};
@@ -28,9 +28,9 @@ pub fn func_arrays(dev: &Device, side: usize) -> Result<Vec<[f32; 3]>> {
     c.to_vec()
 }
 
-#[allow(dead_code)]
-fn main() {
-    let name = std::env::args().nth(1).unwrap_or_else(|| "cpu".into());
+/// The example's command line (see the module docs).
+pub fn main() {
+    let name = crate::device_arg();
     let side = std::env::args()
         .nth(2)
         .and_then(|s| s.parse().ok())

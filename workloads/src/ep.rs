@@ -4,7 +4,7 @@
 //! (docs/workloads.md). Each element takes `per` consecutive pairs and jumps its seed ahead
 //! by square-and-multiply; the per-element sums are added with `weft::sum`.
 //!
-//! `cargo run --release -p weft --example ep [DEVICE] [M] [PAIRS_PER_ELEMENT]`
+//! `cargo run --release -p weft-workloads --example ep [DEVICE] [M] [PAIRS_PER_ELEMENT]`
 
 use weft::dsl::{for_, index, select, while_, Out, Param, Program, Value};
 use weft::{sum, Array, Device, Result};
@@ -111,10 +111,10 @@ pub fn verify(m: u32, sx: f64, sy: f64) -> Option<bool> {
     Some(((sx - vx) / vx).abs() <= 1e-8 && ((sy - vy) / vy).abs() <= 1e-8)
 }
 
-#[allow(dead_code)]
-fn main() {
+/// The example's command line (see the module docs).
+pub fn main() {
     let arg = |i: usize| std::env::args().nth(i);
-    let name = arg(1).unwrap_or_else(|| "cpu".into());
+    let name = crate::device_arg();
     let m: u32 = arg(2).and_then(|s| s.parse().ok()).unwrap_or(24);
     let per: usize = arg(3).and_then(|s| s.parse().ok()).unwrap_or(4096);
     let run = || -> Result<()> {

@@ -2,7 +2,7 @@
 //! program over a virtual `grid` (no input storage), found with the value and its
 //! row-major position.
 //!
-//! `cargo run --release -p weft --example arg_max [DEVICE] [SIDE]`
+//! `cargo run --release -p weft-workloads --example arg_max [DEVICE] [SIDE]`
 
 use weft::dsl::{In, Out, Program, Value1f, Value2i};
 use weft::{arg_max, grid2, Array, Device, Result};
@@ -24,9 +24,9 @@ pub fn arg_max_field(dev: &Device, side: usize) -> Result<(f32, usize)> {
     dev.scope(|| arg_max(&f))
 }
 
-#[allow(dead_code)]
-fn main() {
-    let name = std::env::args().nth(1).unwrap_or_else(|| "cpu".into());
+/// The example's command line (see the module docs).
+pub fn main() {
+    let name = crate::device_arg();
     let side = std::env::args()
         .nth(2)
         .and_then(|s| s.parse().ok())

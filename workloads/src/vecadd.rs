@@ -1,7 +1,7 @@
 //! MC#'s `vecadd` (the first GPU method of the MC# papers): `c[i] = a[i] + b[i]` over `n`
 //! floats, recorded as a weft program and applied on a device.
 //!
-//! `cargo run --release -p weft --example vecadd [DEVICE] [N]` (DEVICE: cpu, llvm, cuda, interp).
+//! `cargo run --release -p weft-workloads --example vecadd [DEVICE] [N]` (DEVICE: cpu, llvm, cuda, interp).
 
 use weft::dsl::{In, Out, Program, Value1f};
 use weft::{Array, Device, Result};
@@ -19,9 +19,9 @@ pub fn vecadd(dev: &Device, n: usize) -> Result<Vec<f32>> {
     c.to_vec()
 }
 
-#[allow(dead_code)]
-fn main() {
-    let dev = weft_example_device();
+/// The example's command line (see the module docs).
+pub fn main() {
+    let dev = crate::example_device();
     let n = std::env::args()
         .nth(2)
         .and_then(|s| s.parse().ok())
@@ -37,14 +37,4 @@ fn main() {
             std::process::exit(1);
         }
     }
-}
-
-/// The device named by the first command-line argument (default: the CPU).
-#[allow(dead_code)]
-fn weft_example_device() -> Device {
-    let name = std::env::args().nth(1).unwrap_or_else(|| "cpu".into());
-    Device::by_name(&name).unwrap_or_else(|e| {
-        eprintln!("error: {e}");
-        std::process::exit(1)
-    })
 }

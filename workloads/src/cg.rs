@@ -4,9 +4,9 @@
 //! (docs/workloads.md). One CG iteration is three launches and two reductions: SpMV fused
 //! with the p·q products, the x/r update with the r·r products, the new direction.
 //!
-//! `cargo run --release -p weft --example cg [DEVICE] [lund_a | poisson:M] [TOL] [MAXIT]`
+//! `cargo run --release -p weft-workloads --example cg [DEVICE] [lund_a | poisson:M] [TOL] [MAXIT]`
 
-use weft::data::Csr;
+use crate::data::Csr;
 use weft::dsl::{for_, index, In, InArray, Out, Param, Program, Value1d, Value1i};
 use weft::ir::Boundary;
 use weft::{sum, Array, Device, Result};
@@ -209,14 +209,14 @@ pub fn matrix(spec: &str) -> Result<Csr> {
         Some(m) => m.parse().map(Csr::poisson2d).map_err(|_| {
             weft::Error::argument(format!("matrix `{spec}`: poisson:M needs a number"))
         }),
-        None => weft::data::read_matrix_market(&weft::data::cached(&format!("{spec}.mtx"))?),
+        None => crate::data::read_matrix_market(&crate::data::cached(&format!("{spec}.mtx"))?),
     }
 }
 
-#[allow(dead_code)]
-fn main() {
+/// The example's command line (see the module docs).
+pub fn main() {
     let arg = |i: usize| std::env::args().nth(i);
-    let name = arg(1).unwrap_or_else(|| "cpu".into());
+    let name = crate::device_arg();
     let spec = arg(2).unwrap_or_else(|| "lund_a".into());
     let tol: f64 = arg(3).and_then(|s| s.parse().ok()).unwrap_or(1e-10);
     let maxit: usize = arg(4).and_then(|s| s.parse().ok()).unwrap_or(10_000);
