@@ -1019,6 +1019,7 @@ impl Got {
 /// CPU device, or CUDA (`WEFT_CUDA_DEVICE`, default 0; only when named in
 /// `WEFT_FILETEST_BACKENDS`).
 pub use weft_runtime::Backend;
+use weft_runtime::Device;
 
 /// The compiled backends every `test interpret` run line also runs on: the CPU ones
 /// (Cranelift, LLVM), or those named in `WEFT_FILETEST_BACKENDS` (comma-separated, e.g.
@@ -1044,17 +1045,26 @@ pub fn active_backends() -> Vec<Backend> {
     b
 }
 
-/// The process-wide CUDA device the `cuda` backend runs on: ordinal `WEFT_CUDA_DEVICE`
-/// (default 0), opened on first use.
+/// The process-wide device of compiled backend `b`, opened on first use through
+/// [`weft_runtime::Device::open`]; `cuda` on ordinal `WEFT_CUDA_DEVICE` (default 0).
 ///
 /// # Errors
 /// Why there is none, starting "cuda requested but no CUDA driver" when libcuda is missing.
-pub fn cuda_device() -> Result<&'static weft_runtime::CudaDevice, String> {
+pub fn device(b: Backend) -> Result<&'static Device, String> {
     use std::sync::OnceLock;
-    use weft_runtime::{CudaDevice, CudaError};
-    static DEV: OnceLock<Result<CudaDevice, String>> = OnceLock::new();
-    DEV.get_or_init(|| {
-        let ordinal = match std::env::var("WEFT_CUDA_DEVICE") {
+    static DEVS: [OnceLock<Result<Device, String>>; Backend::ALL.len()] =
+        [const { OnceLock::new() }; Backend::ALL.len()];
+    DEVS[b as usize]
+        .get_or_init(|| open_device(b))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+fn open_device(b: Backend) -> Result<Device, String> {
+    use weft_runtime::{CudaError, DeviceOptions};
+    let mut opts = DeviceOptions::default();
+    if b == Backend::Cuda {
+        opts.ordinal = match std::env::var("WEFT_CUDA_DEVICE") {
             Ok(v) => v.trim().parse::<usize>().map_err(|_| {
                 format!("cuda requested but WEFT_CUDA_DEVICE={v:?} is not a device ordinal")
             })?,
@@ -1067,29 +1077,35 @@ pub fn cuda_device() -> Result<&'static weft_runtime::CudaDevice, String> {
             }
             Err(e) => return Err(format!("cuda requested but the CUDA driver failed: {e}")),
         }
-        CudaDevice::new(ordinal).map_err(|e| {
-            format!("cuda requested but CUDA device {ordinal} could not be opened: {e}")
-        })
+    }
+    Device::open(b, &opts).map_err(|e| match b {
+        Backend::Cuda => format!(
+            "cuda requested but CUDA device {} could not be opened: {e}",
+            opts.ordinal
+        ),
+        _ => format!("{b}: {e}"),
     })
-    .as_ref()
-    .map_err(Clone::clone)
 }
 
-/// The shared CPU device that compiles with LLVM.
-pub fn llvm_device() -> &'static weft_runtime::CpuDevice {
-    cpu(Backend::Llvm)
+/// The process-wide CUDA device the `cuda` backend runs on ([`device`]).
+///
+/// # Errors
+/// As [`device`].
+pub fn cuda_device() -> Result<&'static weft_runtime::CudaDevice, String> {
+    match device(Backend::Cuda)? {
+        Device::Cuda(d) => Ok(d),
+        _ => Err("the cuda backend opened no CUDA device".into()),
+    }
 }
 
-fn cpu(b: Backend) -> &'static weft_runtime::CpuDevice {
-    use std::sync::OnceLock;
-    use weft_runtime::{CpuDevice, HostCompiler};
-    static CL: OnceLock<CpuDevice> = OnceLock::new();
-    static LLVM: OnceLock<CpuDevice> = OnceLock::new();
-    match b {
-        Backend::Llvm => {
-            LLVM.get_or_init(|| CpuDevice::with_compiler(HostCompiler::Llvm(Default::default())))
-        }
-        _ => CL.get_or_init(CpuDevice::new),
+/// The shared CPU device that compiles with LLVM ([`device`]).
+///
+/// # Errors
+/// As [`device`] (never, for a CPU device).
+pub fn llvm_device() -> Result<&'static weft_runtime::CpuDevice, String> {
+    match device(Backend::Llvm)? {
+        Device::Cpu(d) => Ok(d),
+        _ => Err("the llvm backend opened no CPU device".into()),
     }
 }
 
@@ -1139,10 +1155,7 @@ impl RunLine for Backend {
             Backend::Interp => Interpreter::new(m)
                 .run_kernel(name, &mut ka, grid)
                 .map_err(|e| e.to_string())?,
-            Backend::Cuda => cuda_device()?
-                .run_kernel(m, name, &mut ka, grid)
-                .map_err(|e| e.to_string())?,
-            _ => cpu(self)
+            _ => device(self)?
                 .run_kernel(m, name, &mut ka, grid)
                 .map_err(|e| e.to_string())?,
         }
@@ -1192,13 +1205,10 @@ impl RunLine for Backend {
                 }
             }
             Backend::Cranelift | Backend::Llvm | Backend::Cuda => {
-                let device_apply = |ins: &[Input], shape: Option<&[usize]>| match self {
-                    Backend::Cuda => cuda_device()?
+                let device_apply = |ins: &[Input], shape: Option<&[usize]>| {
+                    device(self)?
                         .apply(m, pname, ins, shape)
-                        .map_err(|e| e.to_string()),
-                    _ => cpu(self)
-                        .apply(m, pname, ins, shape)
-                        .map_err(|e| e.to_string()),
+                        .map_err(|e| e.to_string())
                 };
                 if is_apply {
                     let ins: Vec<Input> = apply.iter().flatten().cloned().collect();

@@ -172,7 +172,7 @@ fn random_barrier_safe_kernels_agree_with_the_interpreter() {
         cpu.run_kernel(m, "k", a, g).map_err(|e| e.to_string())
     };
     let on_llvm = |m: &Module, a: &mut [KernelArg], g: &KernelGrid| {
-        weft_tests::filetest::llvm_device()
+        weft_tests::filetest::llvm_device()?
             .run_kernel(m, "k", a, g)
             .map_err(|e| e.to_string())
     };
