@@ -4,7 +4,8 @@
 //! Usage: `cargo run --release -p weft-bench` (needs gcc with OpenMP; numba is optional;
 //! MDH needs `scripts/fetch_data.sh` first). `weft-bench gpu DIR` runs the GPU benchmarks
 //! (see `gpu.rs`; `scripts/gpu_bench.sh` on the GPU machine); `weft-bench limits` times
-//! programs at the compilers' size limits (`limits.rs`).
+//! programs at the compilers' size limits (`limits.rs`); `weft-bench launch` the host cost
+//! of one launch (`launch.rs`).
 
 mod gpu;
 
@@ -18,6 +19,7 @@ use weft_runtime::{CpuDevice, HostCompiler};
 
 mod algebra;
 mod kernels;
+mod launch;
 mod limits;
 mod reduce;
 mod workloads;
@@ -195,6 +197,10 @@ fn main() {
     }
     if args.get(1).map(String::as_str) == Some("kernels") {
         kernels::main(&args[2..]);
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("launch") {
+        launch::main(&args[2..]);
         return;
     }
     if args.get(1).map(String::as_str) == Some("limits") {

@@ -1,0 +1,52 @@
+// CUDA's own launch cost, the baseline of `weft-bench launch` (issue 21): seconds per launch
+// of an empty kernel back to back (one synchronise at the end), and per launch followed by a
+// synchronise and a 4-byte device-to-host copy. Medians of 9 rounds. Prints both on one line.
+// Build: nvcc -O3 -arch=sm_90 -o launch_cuda bench/cuda/launch.cu
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+__global__ void empty_kernel() {}
+
+static double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int main() {
+  float* d = nullptr;
+  float h = 0;
+  if (cudaMalloc(&d, sizeof(float)) != cudaSuccess) {
+    fprintf(stderr, "cudaMalloc failed\n");
+    return 1;
+  }
+  for (int i = 0; i < 100; i++) empty_kernel<<<1, 32>>>();
+  cudaDeviceSynchronize();
+  const int n = 2000;
+  std::vector<double> back, sync;
+  for (int r = 0; r < 9; r++) {
+    double t = now();
+    for (int i = 0; i < n; i++) empty_kernel<<<1, 32>>>();
+    cudaDeviceSynchronize();
+    back.push_back((now() - t) / n);
+    t = now();
+    for (int i = 0; i < n / 10; i++) {
+      empty_kernel<<<1, 32>>>();
+      cudaStreamSynchronize(0);
+      cudaMemcpy(&h, d, sizeof(float), cudaMemcpyDeviceToHost);
+    }
+    sync.push_back((now() - t) / (n / 10));
+  }
+  if (cudaGetLastError() != cudaSuccess) {
+    fprintf(stderr, "a launch failed\n");
+    return 1;
+  }
+  printf("%.9f %.9f\n", median(back), median(sync));
+  cudaFree(d);
+  return 0;
+}

@@ -1,0 +1,202 @@
+//! `weft-bench launch [--gpu] [--cuda-bin DIR] [--out FILE.md]` (issue 21): the host cost of
+//! one launch through the `weft` library on every device — back-to-back applies on 1,024
+//! elements, an apply followed by reading one element, `sum` of 1,024 and of 2^26 f32, one CG
+//! iteration on lund_a — next to CUDA's own launch cost measured in the same run by
+//! `bench/cuda/launch.cu` (an empty kernel launched back to back, and launched, synchronised
+//! and followed by a 4-byte copy). Medians.
+
+use crate::{fail, median, option_value};
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+use weft::dsl::{In, Out, Param, Program, Value1f};
+use weft::{sum, Array, Device};
+
+/// Elements of the small launches.
+const SMALL: usize = 1024;
+/// Applies chained per timed run of the back-to-back row.
+const CHAIN: usize = 64;
+
+fn ok<T>(r: weft::Result<T>) -> T {
+    r.unwrap_or_else(|e| fail(e.to_string()))
+}
+
+/// Median seconds of `reps` runs of `f` after two warm-up runs.
+fn time(reps: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    f();
+    median(
+        (0..reps)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64()
+            })
+            .collect(),
+    )
+}
+
+/// `y = a·x + 1`: the program every launch row applies.
+fn axpb() -> Program {
+    ok(Program::record_named("axpb", || {
+        let x = In::<Value1f>::named("x");
+        let a = Param::uniform::<Value1f>("a");
+        Out::named("y", a * x + 1.0f32);
+    }))
+}
+
+/// One device's measurements, in seconds.
+struct Costs {
+    back_to_back: f64,
+    apply_read: f64,
+    sum_small: f64,
+    sum_large: Option<f64>,
+    cg_iteration: Option<f64>,
+}
+
+fn measure(dev: &Device, large: &Array<1, f32>) -> Costs {
+    let p = axpb();
+    let x: Array<1, f32> = ok(Array::from_fn([SMALL], |i| (i % 7) as f32));
+    eprintln!("launch: {dev}: back-to-back applies ...");
+    let back_to_back = time(21, || {
+        let mut y = x.clone();
+        for _ in 0..CHAIN {
+            y = ok(p.apply_on(dev, (&y, 0.5f32)));
+        }
+        std::hint::black_box(ok(y.get(0)));
+    }) / CHAIN as f64;
+    eprintln!("launch: {dev}: apply + read ...");
+    let apply_read = time(201, || {
+        let y: Array<1, f32> = ok(p.apply_on(dev, (&x, 0.5f32)));
+        std::hint::black_box(ok(y.get(0)));
+    });
+    eprintln!("launch: {dev}: sum of {SMALL} ...");
+    let sum_small = time(201, || {
+        std::hint::black_box(ok(dev.scope(|| sum(&x))));
+    });
+    eprintln!("launch: {dev}: sum of 2^26 ...");
+    let sum_large = Some(time(5, || {
+        std::hint::black_box(ok(dev.scope(|| sum(large))));
+    }));
+    eprintln!("launch: {dev}: CG on lund_a ...");
+    let cg_iteration = cg_iteration(dev);
+    Costs {
+        back_to_back,
+        apply_read,
+        sum_small,
+        sum_large,
+        cg_iteration,
+    }
+}
+
+/// Seconds per CG iteration on lund_a: (100 iterations − 10 iterations) / 90, so recording
+/// and setup cancel; `None` when the matrix is not fetched.
+fn cg_iteration(dev: &Device) -> Option<f64> {
+    use weft_workloads::cg;
+    let a = match cg::matrix("lund_a") {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("launch: CG row skipped: {e}");
+            return None;
+        }
+    };
+    let da = ok(cg::DeviceCsr::new(&a));
+    let b = vec![1.0; a.rows];
+    let run = |iters: usize| {
+        time(5, || {
+            let s = ok(cg::cg(dev, &da, &b, 0.0, iters));
+            assert_eq!(s.iterations, iters);
+        })
+    };
+    Some((run(100) - run(10)) / 90.0)
+}
+
+/// CUDA's own costs from `DIR/launch_cuda`: seconds per empty launch back to back, and per
+/// launch + synchronise + 4-byte copy.
+fn cuda_baseline(dir: &Path) -> Option<(f64, f64)> {
+    let exe = dir.join("launch_cuda");
+    let out = Command::new(&exe).output().ok()?;
+    if !out.status.success() {
+        eprintln!("launch: {} failed", exe.display());
+        return None;
+    }
+    let s = String::from_utf8_lossy(&out.stdout);
+    let v: Vec<f64> = s
+        .split_whitespace()
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    match v.as_slice() {
+        [a, b] => Some((*a, *b)),
+        _ => None,
+    }
+}
+
+fn us(t: f64) -> String {
+    if t >= 1e-3 {
+        format!("{:.2} ms", t * 1e3)
+    } else {
+        format!("{:.1} µs", t * 1e6)
+    }
+}
+
+/// Entry point of `weft-bench launch`.
+pub fn main(args: &[String]) {
+    let gpu = args.iter().any(|a| a == "--gpu");
+    let out = option_value(args, "--out");
+    let mut devs = vec![Device::cpu(), Device::cpu_llvm()];
+    if gpu {
+        devs.push(ok(Device::cuda(0)));
+    }
+    let large: Array<1, f32> = ok(Array::from_fn([1 << 26], |i| (i % 4) as f32));
+    let costs: Vec<Costs> = devs.iter().map(|d| measure(d, &large)).collect();
+    let cuda = option_value(args, "--cuda-bin").and_then(|d| cuda_baseline(Path::new(d)));
+    let mut t = format!(
+        "| per launch | {} | CUDA itself |\n|---|{}---|\n",
+        devs.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" | "),
+        "---|".repeat(devs.len())
+    );
+    let opt = |v: Option<f64>| v.map_or("—".to_string(), us);
+    let mut row = |what: &str, f: &dyn Fn(&Costs) -> String, base: String| {
+        let cells: Vec<String> = costs.iter().map(f).collect();
+        t.push_str(&format!("| {what} | {} | {base} |\n", cells.join(" | ")));
+    };
+    row(
+        &format!("apply on {SMALL} f32, back to back ({CHAIN} chained)"),
+        &|c| us(c.back_to_back),
+        cuda.map_or("—".into(), |(l, _)| format!("{} (empty kernel)", us(l))),
+    );
+    row(
+        &format!("apply on {SMALL} f32 + read one element"),
+        &|c| us(c.apply_read),
+        cuda.map_or("—".into(), |(_, s)| {
+            format!("{} (launch + sync + 4-byte copy)", us(s))
+        }),
+    );
+    row(
+        &format!("`sum` of {SMALL} f32"),
+        &|c| us(c.sum_small),
+        "—".into(),
+    );
+    row("`sum` of 2^26 f32", &|c| opt(c.sum_large), "—".into());
+    row(
+        "one CG iteration on lund_a (147 rows)",
+        &|c| opt(c.cg_iteration),
+        "—".into(),
+    );
+    let md = format!(
+        "Host cost per launch through the `weft` library, medians; {} threads on {}.\n\n{t}",
+        rayon_threads(),
+        crate::cpu_name()
+    );
+    print!("{md}");
+    if let Some(p) = out {
+        std::fs::write(p, &md).unwrap_or_else(|e| fail(format!("{p}: {e}")));
+    }
+}
+
+fn rayon_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
