@@ -9,7 +9,6 @@ use crate::dsl::Program;
 use crate::error::{Error, Result};
 use crate::exec::{defer, prepare, ArgVal};
 use crate::scalar::{Elem, Scalar};
-use std::sync::Arc;
 use weft_ir::Const;
 
 /// One argument of [`Program::apply`]: an array (for a varying or an array input) or one
@@ -241,7 +240,7 @@ impl Program {
                 })
             })
             .collect::<Result<_>>()?;
-        let m = Arc::new(self.module().clone());
+        let m = self.module_arc().clone();
         let l = prepare(&m, self.name(), all, shape)?;
         R::from_bundle(Bundle {
             outs: defer(dev, l),

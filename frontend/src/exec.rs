@@ -200,8 +200,14 @@ pub(crate) fn run(dev: &Device, l: &Prepared) -> Result<Vec<Resident>> {
                     (ArgVal::Array(_), None) => unreachable!("host copy made above"),
                 })
                 .collect();
-            let outs = cpu.apply_buffers(&l.module, &l.name, &bargs, shape)?;
-            Ok(outs.into_iter().map(Resident::Host).collect())
+            let prog = cpu.prepare_shared(&l.module, &l.name)?;
+            let mut launch = cpu.launch_buffers_prepared(&prog, &bargs, shape)?;
+            launch.run()?;
+            Ok(launch
+                .into_outputs()
+                .into_iter()
+                .map(Resident::Host)
+                .collect())
         }
         Kind::Cuda(gpu) => {
             let bufs = l
@@ -226,8 +232,14 @@ pub(crate) fn run(dev: &Device, l: &Prepared) -> Result<Vec<Resident>> {
                     (ArgVal::Array(_), None) => unreachable!("device copy made above"),
                 })
                 .collect();
-            let outs = gpu.apply_buffers(&l.module, &l.name, &cargs, shape)?;
-            Ok(outs.into_iter().map(Resident::Cuda).collect())
+            let prog = gpu.prepare_shared(&l.module, &l.name)?;
+            let mut launch = gpu.launch_buffers_prepared(&prog, &cargs, shape)?;
+            launch.enqueue()?;
+            Ok(launch
+                .into_outputs()
+                .into_iter()
+                .map(Resident::Cuda)
+                .collect())
         }
     }
 }

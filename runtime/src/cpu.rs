@@ -76,6 +76,8 @@ pub struct CpuDevice {
     /// Prepared programs ([`CpuDevice::prepare`]), by (fingerprint of the module as given,
     /// program name).
     programs: Mutex<Lru<(u64, String), Arc<CpuProgram>>>,
+    /// The same programs by module identity ([`CpuDevice::prepare_shared`]).
+    shared: crate::prepare::ByIdentity<Arc<CpuProgram>>,
     timeout: Mutex<Option<Duration>>,
 }
 
@@ -131,6 +133,7 @@ impl CpuDevice {
             compiler,
             cache: Mutex::default(),
             programs: Mutex::default(),
+            shared: Default::default(),
             timeout: Mutex::new(env_timeout()),
         }
     }
@@ -158,6 +161,7 @@ impl CpuDevice {
     pub fn set_cache_capacity(&self, kernels: usize) {
         self.lock_cache().set_capacity(kernels);
         self.lock_programs().set_capacity(kernels);
+        self.shared.set_capacity(kernels);
     }
 
     /// How many compiled kernels the cache keeps.
@@ -183,6 +187,19 @@ impl CpuDevice {
         let code = self.kernel(prepared.kernel_module(), name)?;
         let p = Arc::new(CpuProgram { prepared, code });
         Ok(self.lock_programs().get_or_insert(key, p))
+    }
+
+    /// [`CpuDevice::prepare`] for a module the caller keeps unchanged behind `m` (the `weft`
+    /// library's programs): found by the `Arc`'s identity, without hashing the IR.
+    ///
+    /// # Errors
+    /// As [`CpuDevice::prepare`].
+    pub fn prepare_shared(
+        &self,
+        m: &Arc<Module>,
+        name: &str,
+    ) -> Result<Arc<CpuProgram>, RuntimeError> {
+        self.shared.get_or(m, name, || self.prepare(m, name))
     }
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, Lru<(u64, String), Arc<HostCode>>> {
@@ -322,6 +339,7 @@ impl CpuDevice {
     pub fn clear_cache(&self) {
         self.lock_cache().clear();
         self.lock_programs().clear();
+        self.shared.clear();
     }
 
     /// Applies program `name` over arrays (DESIGN §5), like

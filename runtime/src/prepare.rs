@@ -160,3 +160,52 @@ impl Prepared {
         Ok(plan)
     }
 }
+
+/// Prepared programs by module identity, for callers that keep a module unchanged behind an
+/// `Arc` (the `weft` library's programs): found by the `Arc`'s address and the program name,
+/// with no hashing of the IR. Each entry holds its `Arc`, so while it lives the address
+/// cannot be reused by another module; evicted entries are simply prepared again.
+pub(crate) struct ByIdentity<V> {
+    map: Mutex<crate::cache::Lru<(usize, String), (Arc<Module>, V)>>,
+}
+
+impl<V> Default for ByIdentity<V> {
+    fn default() -> Self {
+        ByIdentity {
+            map: Mutex::default(),
+        }
+    }
+}
+
+impl<V: Clone> ByIdentity<V> {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, crate::cache::Lru<(usize, String), (Arc<Module>, V)>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The entry of (`m`, `name`), or `make()`'s value inserted.
+    pub(crate) fn get_or<E>(
+        &self,
+        m: &Arc<Module>,
+        name: &str,
+        make: impl FnOnce() -> Result<V, E>,
+    ) -> Result<V, E> {
+        let key = (Arc::as_ptr(m) as usize, name.to_string());
+        if let Some((_, v)) = self.lock().get(&key) {
+            return Ok(v);
+        }
+        let v = make()?;
+        Ok(self.lock().get_or_insert(key, (m.clone(), v)).1)
+    }
+
+    /// Forgets every entry.
+    pub(crate) fn clear(&self) {
+        self.lock().clear();
+    }
+
+    /// Sets the capacity (see [`crate::cache::Lru`]).
+    pub(crate) fn set_capacity(&self, n: usize) {
+        self.lock().set_capacity(n);
+    }
+}

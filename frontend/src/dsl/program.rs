@@ -30,7 +30,8 @@ pub struct Program {
 
 #[derive(Clone)]
 struct Inner {
-    module: Module,
+    /// Shared unchanged with the devices, which find their prepared programs by its identity.
+    module: Arc<Module>,
     main: usize,
     links: Vec<Link>,
 }
@@ -105,6 +106,11 @@ impl Program {
         &self.inner.module
     }
 
+    /// The module behind its `Arc` (what launches pass to the devices).
+    pub(crate) fn module_arc(&self) -> &Arc<Module> {
+        &self.inner.module
+    }
+
     /// The program's name (without `@`).
     pub fn name(&self) -> &str {
         &self.ir().name
@@ -134,7 +140,7 @@ impl Program {
         })?;
         Ok(Program {
             inner: Arc::new(Inner {
-                module: m,
+                module: Arc::new(m),
                 main,
                 links: Vec::new(),
             }),
@@ -195,7 +201,7 @@ impl Program {
         let main = module.programs.len() - 1;
         Ok(Program {
             inner: Arc::new(Inner {
-                module,
+                module: Arc::new(module),
                 main,
                 links,
             }),
@@ -312,7 +318,7 @@ impl Program {
         let links = remap_links(&m.programs[main], &[self])?;
         Ok(Program {
             inner: Arc::new(Inner {
-                module: m,
+                module: Arc::new(m),
                 main,
                 links,
             }),
@@ -684,7 +690,7 @@ fn finish(mut rec: Recorder) -> Result<Program> {
     weft_ir::verify_module(&m).map_err(Error::invalid)?;
     Ok(Program {
         inner: Arc::new(Inner {
-            module: m,
+            module: Arc::new(m),
             main,
             links,
         }),

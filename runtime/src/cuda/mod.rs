@@ -162,6 +162,8 @@ struct Inner {
     /// Prepared programs ([`CudaDevice::prepare`]), by (fingerprint of the module as given,
     /// program name, fast-math).
     programs: Mutex<crate::cache::Lru<(u64, String, bool), Arc<CudaProgram>>>,
+    /// The same programs by module identity and fast-math ([`CudaDevice::prepare_shared`]).
+    shared: [crate::prepare::ByIdentity<Arc<CudaProgram>>; 2],
     /// Uploaded inputs keyed by the address of their `Arc<HostArray>`; the strong clone keeps
     /// the address from being reused (and the array from being changed) while cached.
     resident: Mutex<HashMap<usize, Resident>>,
@@ -173,6 +175,32 @@ struct Inner {
     /// scratch buffers for the block partials and the result (kept between calls: allocating
     /// them cost as much as a launch).
     sum_kernel: Mutex<Option<SumKernel>>,
+}
+
+/// Lets the device's default memory pool (which `cuMemAllocAsync` and `cuMemFreeAsync`
+/// serve) keep freed memory instead of returning it to the driver at every synchronise:
+/// with the default release threshold of 0, each iteration of a host loop would map its
+/// outputs' memory afresh. Best effort: a driver without memory pools keeps its behaviour.
+fn keep_pool_memory(ordinal: usize) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let mut dev: sys::CUdevice = 0;
+        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+        let mut threshold = u64::MAX;
+        // SAFETY: plain driver calls on out-pointers that live for the call; the context of
+        // `ordinal` is current (retained just before).
+        unsafe {
+            if sys::cuDeviceGet(&mut dev, ordinal as c_int) != sys::CUresult::CUDA_SUCCESS
+                || sys::cuDeviceGetDefaultMemPool(&mut pool, dev) != sys::CUresult::CUDA_SUCCESS
+            {
+                return;
+            }
+            sys::cuMemPoolSetAttribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                (&mut threshold as *mut u64).cast::<c_void>(),
+            );
+        }
+    }));
 }
 
 /// A program prepared and compiled for a CUDA device ([`CudaDevice::prepare`]): launch it
@@ -228,6 +256,7 @@ impl CudaDevice {
             // SAFETY: this device uses one stream only, so no cross-stream tracking is needed.
             unsafe { ctx.disable_event_tracking() };
             let stream = ctx.default_stream();
+            keep_pool_memory(ordinal);
             let (major, minor) = info.compute_capability;
             Ok(CudaDevice {
                 inner: Arc::new(Inner {
@@ -237,6 +266,7 @@ impl CudaDevice {
                     info,
                     kernels: Mutex::default(),
                     programs: Mutex::default(),
+                    shared: Default::default(),
                     resident: Mutex::default(),
                     uploads: AtomicU64::new(0),
                     upload_bytes: AtomicU64::new(0),
@@ -296,6 +326,9 @@ impl CudaDevice {
     pub fn clear_cache(&self) {
         lock(&self.inner.kernels).clear();
         lock(&self.inner.programs).clear();
+        for s in &self.inner.shared {
+            s.clear();
+        }
         self.clear_resident();
     }
 
@@ -398,6 +431,20 @@ impl CudaDevice {
         let kernel = self.kernel_with(prepared.kernel_module(), name, fast_math)?;
         let p = Arc::new(CudaProgram { prepared, kernel });
         Ok(lock(&self.inner.programs).get_or_insert(key, p))
+    }
+
+    /// [`CudaDevice::prepare`] for a module the caller keeps unchanged behind `m` (the `weft`
+    /// library's programs): found by the `Arc`'s identity, without hashing the IR.
+    ///
+    /// # Errors
+    /// As [`CudaDevice::prepare`].
+    pub fn prepare_shared(
+        &self,
+        m: &Arc<Module>,
+        name: &str,
+    ) -> Result<Arc<CudaProgram>, RuntimeError> {
+        let fast = usize::from(self.config().fast_math);
+        self.inner.shared[fast].get_or(m, name, || self.prepare(m, name))
     }
 
     /// Runs kernel `name` of `m` (DESIGN §2, kernel mode) over `grid` on the GPU, like
