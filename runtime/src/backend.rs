@@ -129,6 +129,9 @@ pub fn interp_fuel(fuel: u64, budget: Option<Duration>) -> u64 {
 /// One device of any [`Backend`], dispatched by variant: the backends' devices differ in
 /// what they hold (nothing, a kernel cache, a CUDA context), and an enum keeps their own
 /// richer APIs (prepared launches, buffers, residency) reachable without a trait object.
+// A device is opened once and shared (the library holds it in an `Arc`): the variants'
+// sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Device {
     /// The interpreter, with its fuel per element.
     Interp {

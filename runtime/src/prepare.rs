@@ -166,8 +166,11 @@ impl Prepared {
 /// with no hashing of the IR. Each entry holds its `Arc`, so while it lives the address
 /// cannot be reused by another module; evicted entries are simply prepared again.
 pub(crate) struct ByIdentity<V> {
-    map: Mutex<crate::cache::Lru<(usize, String), (Arc<Module>, V)>>,
+    map: Mutex<IdentityMap<V>>,
 }
+
+/// (module address, program name) → (the module, the value).
+type IdentityMap<V> = crate::cache::Lru<(usize, String), (Arc<Module>, V)>;
 
 impl<V> Default for ByIdentity<V> {
     fn default() -> Self {
