@@ -181,9 +181,7 @@ impl<V> Default for ByIdentity<V> {
 }
 
 impl<V: Clone> ByIdentity<V> {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, crate::cache::Lru<(usize, String), (Arc<Module>, V)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, IdentityMap<V>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
