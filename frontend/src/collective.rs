@@ -1,18 +1,25 @@
 //! Collectives on every device (DESIGN §5): reduce with a user combiner, the built-in
 //! reductions (sum, product, min, max, arg_min, arg_max, count), gather and scatter.
 //!
-//! A reduction is a plan of ordinary launches of generated programs, so it runs on every
-//! device and the interpreter defines its result: each pass combines `K` equal segments of
-//! the current array element-wise (`K` varying inputs, viewed in place, no copies), leaving
-//! a `K`-times shorter array of partial results; the elements left over by a pass (fewer
-//! than `K`) are kept on the host. When at most `K` partials remain, one host-side fold
-//! combines them, then the left-overs from the last pass back to the first, so the order
-//! of combination preserves the order of the elements: an associative combiner need not be
-//! commutative. Every device with the same `K` ([`fanin`]: 8 on the CPU and the
-//! interpreter, 32 on a GPU) combines in the same order, so results agree bit for bit even
-//! for floating-point sums. The exception: [`sum`] of f32 on a GPU runs the runtime's
-//! built-in reduction kernel (one pass, warp shuffles, block partials), whose order of
-//! additions is fixed by the launch geometry.
+//! A reduction is a plan of ordinary launches of generated programs with the combiner
+//! inlined, so it runs on every device and the interpreter defines its result. Its order of
+//! combination depends on the element count alone (docs/semantics.md, "Reductions"), never
+//! on the device, thread count or launch geometry, so every device gives the same bits,
+//! floating-point sums included.
+//!
+//! The built-in reductions, whose combiners commute, run in passes of fan-in [`FANIN`]:
+//! each pass combines `FANIN` equal contiguous segments of the current array element-wise
+//! (varying inputs viewed in place: contiguous loads on the CPU, coalesced ones on a GPU),
+//! leaving a `FANIN`-times shorter array; the elements left over by a pass (fewer than
+//! `FANIN`) are kept on the host, and when at most `FANIN` partials remain one host-side fold
+//! combines them, then the left-overs from the last pass back to the first.
+//!
+//! [`crate::reduce`] with a user combiner, which need not commute, keeps the order of the
+//! elements: each level cuts the array into segments of [`SEGMENT`] elements and each
+//! segment into [`LANES`] contiguous runs of [`RUN`]; `reduce.lanes` folds each run left to
+//! right (launch shape `[segments, LANES]`), `reduce.tree` combines a segment's runs pairwise
+//! (run `j` with run `j + o` for `o` = 1, 2, 4, 8, 16, `j` a multiple of `2o`), and the
+//! segments' results are the next level's elements, until one is left.
 
 use crate::array::{Array, ArrayData};
 use crate::device::Device;
@@ -22,26 +29,21 @@ use crate::scalar::{Elem, Scalar};
 use std::sync::Arc;
 use weft_ir::builder::ProgramBuilder;
 use weft_ir::interp::Arg;
-use weft_ir::{Const, Module, Opcode, ScalarType, Type};
+use weft_ir::{Boundary, Const, Module, Opcode, ScalarType, Type};
 
-/// Segments combined per pass of a reduction on the CPU and the interpreter (the fan-in of
-/// the reduction tree). 8 measured best for a sum of 2^26 f32 on the 2-core CPU: 16 and 32
-/// input streams per thread read memory more slowly (docs/performance.md).
-pub const FANIN: usize = 8;
+/// The fan-in of the built-in reductions' passes, on every device (the module docs). 16:
+/// on a GPU each thread reads 16 coalesced streams and the first pass writes 1/16 of what it
+/// reads; on the CPU more input streams per thread read memory more slowly.
+pub const FANIN: usize = 16;
 
-/// The fan-in on a GPU: each thread reads 32 coalesced streams, and the first pass writes
-/// 1/32 of what it reads (a fan-in of 8 would add 12% to the traffic and twice the passes).
-pub const FANIN_GPU: usize = 32;
+/// Runs per segment of a user-combiner reduction (the module docs; docs/semantics.md).
+pub const LANES: usize = 32;
 
-/// The fan-in of reductions on `dev` ([`FANIN`] or [`FANIN_GPU`]). Results of floating-point
-/// reductions are bit-identical between devices of the same fan-in.
-pub fn fanin(dev: &Device) -> usize {
-    if dev.is_cuda() {
-        FANIN_GPU
-    } else {
-        FANIN
-    }
-}
+/// Elements per run of a full segment.
+pub const RUN: usize = 64;
+
+/// Elements per segment of the reduction tree: [`LANES`] × [`RUN`].
+pub const SEGMENT: usize = LANES * RUN;
 
 /// A combiner: program `name` of `module` with `2k` inputs and `k` outputs of the state types.
 #[derive(Clone)]
@@ -128,31 +130,45 @@ fn built(b: ProgramBuilder) -> Result<Module> {
     b.finish_module().map_err(Error::invalid)
 }
 
-/// Generated programs, built once per (combiner, map, fan-in or fold length): building and
+/// Generated programs, built once per (combiner, map, order, program): building and
 /// verifying them cost more host time than a GPU pass over 2^21 elements. At most
 /// [`PASSES_CAPACITY`] are kept (the cache starts over when full), so a process reducing with
-/// many combiners or sizes does not grow without bound.
-type Cache = std::sync::Mutex<std::collections::HashMap<(u64, u64, usize, bool), Arc<Module>>>;
+/// many combiners does not grow without bound.
+type Cache = std::sync::Mutex<std::collections::HashMap<CacheKey, Arc<Module>>>;
+type CacheKey = (u64, u64, Kind, Vec<Type>);
+
+/// Which generated program a cache entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Kind {
+    /// `reduce.pass` of fan-in `k`.
+    Pass(usize),
+    /// `reduce.final` folding `len` states.
+    Fold(usize),
+    /// `reduce.lanes`.
+    Lanes,
+    /// `reduce.tree`.
+    Tree,
+}
 static PASSES: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
 
 /// The most generated programs [`PASSES`] holds.
 const PASSES_CAPACITY: usize = 1024;
 
-/// [`pass_program`] (`fold = false`) or the host fold's program (`fold = true`) from the
-/// cache, built on first use.
+/// The generated program `kind` for (`c`, `map`, element types `elems`) from the cache,
+/// built by `build` on first use.
 fn cached(
     c: &Combiner,
     map: Option<&MapFn>,
-    n: usize,
-    fold: bool,
+    kind: Kind,
+    elems: &[Type],
     build: impl FnOnce() -> Result<Module>,
 ) -> Result<Arc<Module>> {
     let fp = |m: &Module| weft_ir::launch::fingerprint(m);
     let key = (
         fp(&c.module),
         map.map_or(0, |m| fp(&m.module) ^ m.with_index as u64),
-        n,
-        fold,
+        kind,
+        elems.to_vec(),
     );
     let cache = PASSES.get_or_init(Default::default);
     if let Some(m) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
@@ -164,6 +180,155 @@ fn cached(
         cache.clear();
     }
     cache.insert(key, m.clone());
+    Ok(m)
+}
+
+/// `v` as an i64 constant.
+fn i64c(b: &mut ProgramBuilder, v: usize) -> weft_ir::Value {
+    b.constant(Const::scalar(ScalarType::I64, v as u64))
+}
+
+/// `reduce.lanes` (launch shape `[segments, LANES]`): element `(s, j)` folds run `j` of
+/// segment `s` of the `n` elements of the 1-D arrays `x0 …` (one per state component: the
+/// elements, or the previous level's states) left to right with the combiner. A run with
+/// no elements gives zeros, which `reduce.tree` never reads.
+fn lanes_program(c: &Combiner, elems: &[Type]) -> Result<Module> {
+    let mut b = ProgramBuilder::new("reduce.lanes");
+    let xs: Vec<weft_ir::Value> = elems
+        .iter()
+        .enumerate()
+        .map(|(q, &t)| {
+            let at = Type::array(1, t, Boundary::Clamp)
+                .ok_or_else(|| Error::argument(format!("reduce: no arrays of {t}")))?;
+            Ok(b.array(&format!("x{q}"), at))
+        })
+        .collect::<Result<_>>()?;
+    let n = b.uniform("n", Type::i64());
+    let idx = b.index(Type::tuple(ScalarType::I64, 2).expect("2 lanes"));
+    let s = b.extract(idx, 0);
+    let j = b.extract(idx, 1);
+    let seg = i64c(&mut b, SEGMENT);
+    let seg_start = b.op(Opcode::Mul, &[s, seg]);
+    let seg_stop = b.op(Opcode::Add, &[seg_start, seg]);
+    let seg_end = b.op(Opcode::Min, &[seg_stop, n]);
+    let run = i64c(&mut b, RUN);
+    let off = b.op(Opcode::Mul, &[j, run]);
+    let start = b.op(Opcode::Add, &[seg_start, off]);
+    let stop = b.op(Opcode::Add, &[start, run]);
+    let end = b.op(Opcode::Min, &[stop, seg_end]);
+    let step = i64c(&mut b, 1);
+    let cp = c.program().clone();
+    let item = |b: &mut ProgramBuilder, p: weft_ir::Value| -> Vec<weft_ir::Value> {
+        let at = b.cast(p, Type::i32());
+        xs.iter().map(|&x| b.read(x, at)).collect()
+    };
+    let vars: Vec<weft_ir::builder::Variable> = c
+        .state
+        .iter()
+        .enumerate()
+        .map(|(q, &t)| {
+            let v = b.declare_var(&format!("acc{q}"), t);
+            let z = b.constant(Const::zero(t));
+            b.def_var(v, z);
+            v
+        })
+        .collect();
+    let has = b.op(Opcode::Lt, &[start, end]);
+    b.if_(has, |b| {
+        let first = item(b, start);
+        for (&v, x) in vars.iter().zip(first) {
+            b.def_var(v, x);
+        }
+        let next = b.op(Opcode::Add, &[start, step]);
+        b.for_range(next, end, step, |b, p| {
+            let mut args: Vec<weft_ir::Value> = vars.iter().map(|&v| b.use_var(v)).collect();
+            args.extend(item(b, p));
+            let r = b.call(&cp, &args);
+            for (&v, x) in vars.iter().zip(r) {
+                b.def_var(v, x);
+            }
+        });
+    });
+    for (q, &v) in vars.iter().enumerate() {
+        let x = b.use_var(v);
+        b.output(&format!("s{q}"), x);
+    }
+    let mut m = built(b)?;
+    merge(&mut m, &c.module);
+    weft_ir::verify_module(&m).map_err(Error::invalid)?;
+    Ok(m)
+}
+
+/// `reduce.tree` (launch shape `[segments]`): element `s` combines the lanes of segment `s`
+/// (read from the `[segments, LANES]` arrays `p0 …` of `reduce.lanes`) pairwise — lane `j`
+/// with lane `j + o` for `o` = 1, 2, 4, 8, 16 and `j` a multiple of `2o` — skipping lanes
+/// that hold no element of the `n`.
+fn tree_program(c: &Combiner) -> Result<Module> {
+    let mut b = ProgramBuilder::new("reduce.tree");
+    let ps: Vec<weft_ir::Value> = c
+        .state
+        .iter()
+        .enumerate()
+        .map(|(q, &t)| {
+            let at = Type::array(2, t, Boundary::Clamp)
+                .ok_or_else(|| Error::argument(format!("reduce: no arrays of {t}")))?;
+            Ok(b.array(&format!("p{q}"), at))
+        })
+        .collect::<Result<_>>()?;
+    let n = b.uniform("n", Type::i64());
+    let s = b.index(Type::i64());
+    let seg = i64c(&mut b, SEGMENT);
+    let seg_start = b.op(Opcode::Mul, &[s, seg]);
+    let left = b.op(Opcode::Sub, &[n, seg_start]);
+    let len = b.op(Opcode::Min, &[left, seg]);
+    let r1 = i64c(&mut b, RUN - 1);
+    let run = i64c(&mut b, RUN);
+    let up = b.op(Opcode::Add, &[len, r1]);
+    let present = b.op(Opcode::Div, &[up, run]);
+    let s32 = b.cast(s, Type::i32());
+    let coord_t = Type::tuple(ScalarType::I32, 2).expect("2 lanes");
+    let cp = c.program().clone();
+    let mut vars: Vec<Vec<weft_ir::builder::Variable>> = Vec::new();
+    for j in 0..LANES {
+        let jc = b.constant(Const::scalar(ScalarType::I32, j as u64));
+        let at = b.tuple(&[s32, jc]);
+        debug_assert_eq!(b.program().ty(at), coord_t);
+        let lane: Vec<weft_ir::builder::Variable> = ps
+            .iter()
+            .enumerate()
+            .map(|(q, &p)| {
+                let v = b.declare_var(&format!("l{j}_{q}"), c.state[q]);
+                let x = b.read(p, at);
+                b.def_var(v, x);
+                v
+            })
+            .collect();
+        vars.push(lane);
+    }
+    let mut o = 1;
+    while o < LANES {
+        for j in (0..LANES).step_by(2 * o) {
+            let jo = i64c(&mut b, j + o);
+            let cond = b.op(Opcode::Lt, &[jo, present]);
+            let (dst, src) = (vars[j].clone(), vars[j + o].clone());
+            b.if_(cond, |b| {
+                let mut args: Vec<weft_ir::Value> = dst.iter().map(|&v| b.use_var(v)).collect();
+                args.extend(src.iter().map(|&v| b.use_var(v)));
+                let r = b.call(&cp, &args);
+                for (&v, x) in dst.iter().zip(r) {
+                    b.def_var(v, x);
+                }
+            });
+        }
+        o *= 2;
+    }
+    for (q, &v) in vars[0].iter().enumerate() {
+        let x = b.use_var(v);
+        b.output(&format!("s{q}"), x);
+    }
+    let mut m = built(b)?;
+    merge(&mut m, &c.module);
+    weft_ir::verify_module(&m).map_err(Error::invalid)?;
     Ok(m)
 }
 
@@ -219,7 +384,7 @@ fn fold_host(c: &Combiner, states: &[Vec<Const>]) -> Result<Vec<Const>> {
     if states.len() == 1 {
         return Ok(states[0].clone());
     }
-    let m = cached(c, None, states.len(), true, || {
+    let m = cached(c, None, Kind::Fold(states.len()), &[], || {
         fold_program(c, states.len())
     })?;
     let args: Vec<Arg> = states.iter().flatten().map(|&c| Arg::Value(c)).collect();
@@ -242,6 +407,10 @@ fn fold_program(c: &Combiner, len: usize) -> Result<Module> {
     fold_left(&mut b, &cp, &ins);
     let mut m = built(b)?;
     merge(&mut m, &c.module);
+    // Inlined once here, so each host fold's interpreter runs the module as it is instead of
+    // copying it to merge repeated calls (exact: inlining keeps every bit).
+    weft_ir::passes::run_pipeline(&mut m, "inline")
+        .map_err(|e| Error::invalid_message(format!("inlining the host fold: {e}")))?;
     Ok(m)
 }
 
@@ -283,7 +452,48 @@ fn host_states(cur: &[ArrayData], lo: usize, n: usize) -> Result<Vec<Vec<Const>>
         .collect())
 }
 
-/// Reduces all elements of `data` (row-major) on `dev`; `None` for an empty array.
+/// Reduces all elements of `data` (row-major) on `dev` with a combiner that need not
+/// commute, in the order of the elements (the module docs); `None` for an empty array.
+fn reduce_ordered(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<Option<Vec<Const>>> {
+    let total = data.len();
+    if total == 0 {
+        return Ok(None);
+    }
+    if total > i32::MAX as usize {
+        return Err(Error::argument(format!(
+            "reductions of more than 2^31 - 1 elements are not supported (this array has {total})"
+        )));
+    }
+    let d = data.contiguous_view()?;
+    let mut cur: Vec<ArrayData> = vec![view(&d, 0, total)];
+    let mut n = total;
+    let run = |m: &Arc<Module>, name: &str, args: Vec<ArgVal>, shape: &[usize]| {
+        let l = prepare(m, name, args, Some(shape))?;
+        run_arrays(dev, &l)
+    };
+    let tree = cached(c, None, Kind::Tree, &c.state, || tree_program(c))?;
+    loop {
+        let elems: Vec<Type> = cur.iter().map(|a| a.elem).collect();
+        let lanes = cached(c, None, Kind::Lanes, &elems, || lanes_program(c, &elems))?;
+        let segments = n.div_ceil(SEGMENT);
+        let nc = ArgVal::Uniform(Const::scalar(ScalarType::I64, n as u64));
+        let mut args: Vec<ArgVal> = cur.iter().map(|a| ArgVal::Array(a.clone())).collect();
+        args.push(nc.clone());
+        let parts = run(&lanes, "reduce.lanes", args, &[segments, LANES])?;
+        let mut args: Vec<ArgVal> = parts.into_iter().map(ArgVal::Array).collect();
+        args.push(nc);
+        let states = run(&tree, "reduce.tree", args, &[segments])?;
+        if segments == 1 {
+            let mut s = host_states(&states, 0, 1)?;
+            return Ok(s.pop());
+        }
+        cur = states;
+        n = segments;
+    }
+}
+
+/// Reduces all elements of `data` (row-major) on `dev` by passes of fan-in [`FANIN`] (the
+/// module docs); `None` for an empty array.
 fn reduce_core(
     dev: &Device,
     c: &Combiner,
@@ -295,13 +505,13 @@ fn reduce_core(
         return Ok(None);
     }
     let d = data.contiguous_view()?;
-    let k = fanin(dev);
+    let k = FANIN;
     let mut cur: Vec<ArrayData> = vec![view(&d, 0, n)];
     let mut mapped = map.is_none();
     let mut tails: Vec<Vec<Vec<Const>>> = Vec::new();
     let first_prog = |k: usize| -> Result<Arc<Module>> {
         let mf = map.expect("unmapped only with a map");
-        cached(c, Some(mf), k, false, || {
+        cached(c, Some(mf), Kind::Pass(k), &[d.elem], || {
             pass_program(c, Some((mf, d.elem)), k)
         })
     };
@@ -317,7 +527,7 @@ fn reduce_core(
     };
     let prof = std::env::var_os("WEFT_REDUCE_PROFILE").is_some();
     let t0 = std::time::Instant::now();
-    let plain = cached(c, None, k, false, || pass_program(c, None, k))?;
+    let plain = cached(c, None, Kind::Pass(k), &[], || pass_program(c, None, k))?;
     loop {
         let len = cur[0].len();
         if len <= k {
@@ -429,23 +639,11 @@ fn builtin<const D: usize, T: Elem>(op: Opcode, a: &Array<D, T>) -> Result<Optio
 
 /// The sum of all elements (lane-wise for vectors; 0 for an empty array) on the current
 /// device. Integers wrap; floats are added in the order of the reduction tree described in
-/// the module docs (not sequentially), or, for f32 on a GPU, by the runtime's built-in
-/// reduction kernel ([`weft_runtime::CudaDevice::sum_f32`]).
+/// the module docs (not sequentially), the same on every device.
 ///
 /// # Errors
 /// Elements of `bool`; a device failure.
 pub fn sum<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<T> {
-    let dev = Device::current();
-    if let (Some(gpu), true) = (dev.as_cuda(), T::ir_type() == Type::f32()) {
-        // The runtime's built-in reduction kernel: one pass over the data, one over the
-        // block partials.
-        let d = a.data.contiguous_view()?;
-        if let crate::array::Source::Stored(s) = &d.source {
-            let b = s.cuda(gpu)?;
-            let v = gpu.sum_f32(&b, d.offset, d.len())?;
-            return Ok(T::from_lanes(|_| T::Scalar::from_bits(v.to_bits() as u64)));
-        }
-    }
     Ok(builtin(Opcode::Add, a)?.unwrap_or_else(|| T::from_lanes(|_| T::Scalar::from_bits(0))))
 }
 
@@ -580,7 +778,7 @@ pub(crate) fn reduce_with<const D: usize, T: Elem>(
             a.elem_type()
         )));
     }
-    let r = reduce_core(&Device::current(), &c, None, &a.data)?
+    let r = reduce_ordered(&Device::current(), &c, &a.data)?
         .ok_or_else(|| Error::argument("reduce of an empty array (a combiner has no identity)"))?;
     Ok(scalar_const::<T>(&r[0]))
 }

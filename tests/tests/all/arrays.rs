@@ -15,8 +15,10 @@ fn devices() -> Vec<Device> {
 
 #[test]
 fn sums_agree_with_the_interpreter_bit_for_bit() {
-    // Sizes around the fan-in exercise left-overs at several levels of the tree.
-    for n in [1usize, 5, 16, 17, 255, 256, 257, 1000, 4099] {
+    // Sizes around the lanes (32), a segment (2048) and two levels of the tree.
+    for n in [
+        1usize, 5, 16, 17, 31, 32, 33, 255, 1000, 2047, 2048, 2049, 4099, 70_000,
+    ] {
         let xs: Vec<f32> = (0..n)
             .map(|i| ((i * 7919) % 1000) as f32 * 0.001 + 0.1)
             .collect();
@@ -24,15 +26,8 @@ fn sums_agree_with_the_interpreter_bit_for_bit() {
         let want = Device::interp().scope(|| sum(&a)).unwrap();
         for d in devices() {
             let got = d.scope(|| sum(&a)).unwrap();
-            if weft::collective::fanin(&d) == weft::collective::FANIN {
-                assert_eq!(got.to_bits(), want.to_bits(), "n = {n} on {d}");
-            } else {
-                // Another fan-in adds in another order: equal up to rounding.
-                assert!(
-                    (got - want).abs() <= 1e-5 * want.abs(),
-                    "n = {n} on {d}: {got} vs {want}"
-                );
-            }
+            // The order of additions depends on n alone: every device, GPUs included.
+            assert_eq!(got.to_bits(), want.to_bits(), "n = {n} on {d}");
         }
         let exact: f64 = xs.iter().map(|&x| x as f64).sum();
         assert!(
@@ -243,4 +238,43 @@ fn deferred_results_and_residency() {
     .unwrap();
     let h: Array<1, f32> = idx.apply(&weft::grid1(5)).unwrap();
     assert_eq!(h.to_vec().unwrap(), vec![0.0, 0.5, 1.0, 1.5, 2.0]);
+}
+
+/// A user combiner that is associative but does not commute — composing affine maps
+/// `x ↦ a·x + b` of wrapping i32, held as `<2 x i32>` `(a, b)` — reduces in the order of the
+/// elements, on every device and at sizes spanning runs, segments and levels of the tree.
+#[test]
+fn user_reductions_keep_the_order_of_the_elements() {
+    let compose = weft::dsl::Program::parse(
+        "program @compose(%p: <2 x i32>, %q: <2 x i32>) -> (r: <2 x i32>) {
+  %pa: i32 = extract %p, [0]
+  %pb: i32 = extract %p, [1]
+  %qa: i32 = extract %q, [0]
+  %qb: i32 = extract %q, [1]
+  %a: i32 = mul %pa, %qa
+  %t: i32 = mul %pb, %qa
+  %b: i32 = add %t, %qb
+  %r: <2 x i32> = tuple %a, %b
+  return %r
+}",
+        "compose",
+    )
+    .unwrap();
+    for n in [1usize, 2, 63, 64, 65, 2047, 2048, 2049, 5000, 70_001] {
+        let xs: Vec<[i32; 2]> = (0..n)
+            .map(|i| [(i as i32 % 5) * 2 + 1, (i as i32 * 7919) % 1000 - 500])
+            .collect();
+        // (a1, b1) then (a2, b2): x ↦ a2·(a1·x + b1) + b2 = (a1·a2)·x + (b1·a2 + b2).
+        let want = xs[1..].iter().fold(xs[0], |p, q| {
+            [
+                p[0].wrapping_mul(q[0]),
+                p[1].wrapping_mul(q[0]).wrapping_add(q[1]),
+            ]
+        });
+        let a = Array::from_vec([n], xs).unwrap();
+        for d in devices() {
+            let got = d.scope(|| weft::reduce(&compose, &a)).unwrap();
+            assert_eq!(got, want, "n = {n} on {d}");
+        }
+    }
 }
