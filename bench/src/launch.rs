@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 use weft::dsl::{In, Out, Param, Program, Value1f};
+
 use weft::{sum, Array, Device};
 
 /// Elements of the small launches.
@@ -111,6 +112,71 @@ fn cg_iteration(dev: &Device) -> Option<f64> {
     Some((run(100) - run(10)) / 90.0)
 }
 
+/// Side of the Jacobi grid of the `--iterate` row.
+const JACOBI_SIDE: usize = 512;
+
+/// Seconds per Jacobi step (`examples/ir/jacobi.weft`, 512², stopped by `max(delta)`) on the
+/// CPU with Cranelift: through the library (apply, `max`, feed back) and through
+/// `weft run --iterate … --until` in-process ((200 steps − 2 steps) / 198, so parsing,
+/// compilation and file reading cancel).
+fn iterate_rows() -> (f64, f64) {
+    let src = std::fs::read_to_string(crate::root().join("examples/ir/jacobi.weft"))
+        .unwrap_or_else(|e| fail(format!("examples/ir/jacobi.weft: {e}")));
+    let p = ok(Program::parse(&src, "jacobi"));
+    let side = JACOBI_SIDE;
+    let u0: Array<2, f32> = ok(Array::from_fn([side, side], |i| {
+        if i < side {
+            1.0
+        } else {
+            0.0
+        }
+    }));
+    let dev = Device::cpu();
+    let steps = 200;
+    let lib = time(5, || {
+        let mut u = u0.clone();
+        for _ in 0..steps {
+            let (next, delta): (Array<2, f32>, Array<2, f32>) =
+                ok(p.apply_shape_on(&dev, &[side, side], &u));
+            std::hint::black_box(ok(dev.scope(|| weft::max(&delta))));
+            u = next;
+        }
+    }) / steps as f64;
+    let npy = std::env::temp_dir().join(format!("weft-bench-u0-{}.npy", std::process::id()));
+    let v = ok(u0.to_vec());
+    ok(weft::data::write_npy_f32(&npy, &[side, side], &v));
+    let cli = |n: usize| {
+        let args: Vec<String> = [
+            "weft",
+            "run",
+            "examples/ir/jacobi.weft",
+            "--shape",
+            &format!("{side},{side}"),
+            "--in",
+            &format!("u={}", npy.display()),
+            "--iterate",
+            &n.to_string(),
+            "--feed",
+            "u_next=u",
+            "--until",
+            "delta<1e-30",
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        time(9, || {
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let rc = weft_cli::cli::run_args(&args, &mut out, &mut err);
+            if rc != 0 {
+                fail(String::from_utf8_lossy(&err).into_owned());
+            }
+        })
+    };
+    let run = (cli(steps) - cli(2)) / (steps - 2) as f64;
+    let _ = std::fs::remove_file(&npy);
+    (lib, run)
+}
+
 /// CUDA's own costs from `DIR/launch_cuda`: seconds per empty launch back to back, and per
 /// launch + synchronise + 4-byte copy.
 fn cuda_baseline(dir: &Path) -> Option<(f64, f64)> {
@@ -150,6 +216,8 @@ pub fn main(args: &[String]) {
     let large: Array<1, f32> = ok(Array::from_fn([1 << 26], |i| (i % 4) as f32));
     let costs: Vec<Costs> = devs.iter().map(|d| measure(d, &large)).collect();
     let cuda = option_value(args, "--cuda-bin").and_then(|d| cuda_baseline(Path::new(d)));
+    eprintln!("launch: Jacobi steps through the library and weft run --iterate ...");
+    let (lib_step, cli_step) = iterate_rows();
     let mut t = format!(
         "| per launch | {} | CUDA itself |\n|---|{}---|\n",
         devs.iter()
@@ -186,6 +254,12 @@ pub fn main(args: &[String]) {
         &|c| opt(c.cg_iteration),
         "—".into(),
     );
+    t.push_str(&format!(
+        "\n| one Jacobi step, {JACOBI_SIDE}², with `max(delta)` (cpu, cranelift) | library | `weft run --iterate` | ratio |\n|---|---|---|---|\n| per step | {} | {} | {:.2}× |\n",
+        us(lib_step),
+        us(cli_step),
+        cli_step / lib_step
+    ));
     let md = format!(
         "Host cost per launch through the `weft` library, medians; {} threads on {}.\n\n{t}",
         rayon_threads(),

@@ -725,7 +725,13 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
                     .map_err(|e| format!("error: {e}").into())
             };
             let start = std::time::Instant::now();
-            let (outs, ran) = plan.run(&mut ins, run_once)?;
+            let (outs, ran) = match &dev {
+                // Iterations on the CPU keep their arrays in kernel buffers between steps.
+                Device::Cpu(cpu) if plan.is_iterated() => {
+                    plan.run_cpu(cpu, &m, &p.name, &ins, shape.as_deref())?
+                }
+                _ => plan.run(&mut ins, run_once)?,
+            };
             let secs = start.elapsed().as_secs_f64();
             if plan.is_iterated() {
                 let _ = writeln!(out, "{}", plan.report(ran, &outs, secs));

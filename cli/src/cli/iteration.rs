@@ -8,7 +8,8 @@ use std::path::Path;
 use std::sync::Arc;
 use weft_ir::interp::Input;
 use weft_ir::konst::{lane_f64, lane_i64};
-use weft_ir::{HostArray, ParamKind, Program, ScalarType};
+use weft_ir::{Const, HostArray, Module, ParamKind, Program, ScalarType};
+use weft_runtime::{BufArg, CpuDevice, HostBuffer};
 
 /// How `weft run` repeats a program: at most `max` runs; after each, `feeds` (output,
 /// input) pairs move outputs into inputs; `until` (output, tolerance) stops the loop.
@@ -134,15 +135,29 @@ impl Plan {
     }
 }
 
+/// Lane bits of scalar type `s` as f64.
+fn bits_f64(s: ScalarType, b: u64) -> f64 {
+    if s.is_float() {
+        lane_f64(s, b)
+    } else if s.is_signed_int() {
+        lane_i64(s, b) as f64
+    } else {
+        b as f64
+    }
+}
+
 fn lanes_f64(a: &HostArray) -> impl Iterator<Item = f64> + '_ {
     let s = a.elem.lanes().map_or(ScalarType::F32, |(s, _)| s);
-    a.data.iter().map(move |&b| {
-        if s.is_float() {
-            lane_f64(s, b)
-        } else if s.is_signed_int() {
-            lane_i64(s, b) as f64
+    a.data.iter().map(move |&b| bits_f64(s, b))
+}
+
+/// The largest of `xs`; NaN if any is NaN (so `NaN < tol` never stops a loop); −∞ for none.
+fn max_of(xs: impl Iterator<Item = f64>) -> f64 {
+    xs.fold(f64::NEG_INFINITY, |m, x| {
+        if x.is_nan() || m.is_nan() {
+            f64::NAN
         } else {
-            b as f64
+            m.max(x)
         }
     })
 }
@@ -150,13 +165,111 @@ fn lanes_f64(a: &HostArray) -> impl Iterator<Item = f64> + '_ {
 /// The largest lane of `a` as f64; NaN if any lane is NaN (so `NaN < tol` never stops a
 /// loop); −∞ for an empty array.
 pub fn max_f64(a: &HostArray) -> f64 {
-    lanes_f64(a).fold(f64::NEG_INFINITY, |m, x| {
-        if x.is_nan() || m.is_nan() {
-            f64::NAN
-        } else {
-            m.max(x)
+    max_of(lanes_f64(a))
+}
+
+/// [`max_f64`] of a kernel buffer's elements.
+fn max_f64_buffer(b: &HostBuffer) -> f64 {
+    if let Some(xs) = (0..b.lanes())
+        .map(|l| b.plane_f32(l).map(|p| &p[..b.len()]))
+        .collect::<Option<Vec<&[f32]>>>()
+    {
+        // f32 planes read directly (a Jacobi step's `--until` over 512² points), in a loop
+        // the compiler vectorises: `f32::max` ignores NaN, so NaN is tracked on the side.
+        // Sixteen running maxima, so the loop has no chain of dependent comparisons.
+        let (mut m, mut nan) = ([f32::NEG_INFINITY; 16], false);
+        for p in xs {
+            let mut chunks = p.chunks_exact(16);
+            for c in &mut chunks {
+                for (mi, &x) in m.iter_mut().zip(c) {
+                    nan |= x.is_nan();
+                    *mi = mi.max(x);
+                }
+            }
+            for &x in chunks.remainder() {
+                nan |= x.is_nan();
+                m[0] = m[0].max(x);
+            }
         }
-    })
+        let m = m.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+        return if nan { f64::NAN } else { f64::from(m) };
+    }
+    let s = b.elem().lanes().map_or(ScalarType::F32, |(s, _)| s);
+    max_of((0..b.lanes()).flat_map(|l| b.lane_run(l, 0, b.len()).map(move |x| bits_f64(s, x))))
+}
+
+/// An argument of [`Plan::run_cpu`]'s launches: an array kept in a kernel buffer, or a value.
+enum Slot {
+    Array(HostBuffer, Vec<usize>),
+    Uniform(Const),
+}
+
+impl Plan {
+    /// [`Plan::run`] of program `name` of `m` on a CPU device, with the arrays kept in kernel
+    /// buffers: inputs are converted once, outputs are fed back as they are, each step reads
+    /// only the `--until` output, and the prepared program is reused (issue 21). The same
+    /// launches as [`Plan::run`], so the same bits.
+    ///
+    /// Errors: as the launches'.
+    pub fn run_cpu(
+        &self,
+        cpu: &CpuDevice,
+        m: &Module,
+        name: &str,
+        ins: &[Input],
+        shape: Option<&[usize]>,
+    ) -> Result<(Vec<HostArray>, u64), CliError> {
+        let err = |e: weft_runtime::RuntimeError| -> CliError { format!("error: {e}").into() };
+        let prog = cpu.prepare(m, name).map_err(err)?;
+        let mut cur: Vec<Slot> = ins
+            .iter()
+            .map(|i| match i {
+                Input::Array(a) => Slot::Array(HostBuffer::from_host_array(a), a.shape.clone()),
+                Input::Uniform(c) => Slot::Uniform(*c),
+            })
+            .collect();
+        let mut k = 0;
+        loop {
+            let args: Vec<BufArg> = cur
+                .iter()
+                .map(|s| match s {
+                    Slot::Array(buf, shape) => BufArg::Array {
+                        buf,
+                        offset: 0,
+                        shape,
+                    },
+                    Slot::Uniform(c) => BufArg::Uniform(*c),
+                })
+                .collect();
+            let mut l = cpu
+                .launch_buffers_prepared(&prog, &args, shape)
+                .map_err(err)?;
+            l.run().map_err(err)?;
+            let launch = l.shape().to_vec();
+            let outs = l.into_outputs();
+            drop(args);
+            k += 1;
+            let done = self
+                .until
+                .is_some_and(|(o, tol)| max_f64_buffer(&outs[o]) < tol);
+            if done || k == self.max {
+                let arrays = outs.iter().map(|b| b.to_host_array(&launch)).collect();
+                return Ok((arrays, k));
+            }
+            let mut outs: Vec<Option<HostBuffer>> = outs.into_iter().map(Some).collect();
+            for (n, &(o, i)) in self.feeds.iter().enumerate() {
+                let again = self.feeds[n + 1..].iter().any(|&(o2, _)| o2 == o);
+                let b = if again {
+                    outs[o].clone()
+                } else {
+                    outs[o].take()
+                };
+                if let Some(b) = b {
+                    cur[i] = Slot::Array(b, launch.clone());
+                }
+            }
+        }
+    }
 }
 
 /// The sum of every lane of `a` in f64 (in element order).

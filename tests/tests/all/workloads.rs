@@ -513,3 +513,39 @@ fn weft_run_coins_edges_ring_and_peaks() {
         );
     }
 }
+
+/// `weft run --iterate` on the CPU keeps its arrays in kernel buffers between steps (issue
+/// 21): the same sweeps, stopping point and bits as the interpreter's step-by-step loop.
+#[test]
+fn weft_run_iterate_on_the_cpu_gives_the_interpreters_bits() {
+    let mut u0 = HostArray::from_f32(&jacobi::initial(12));
+    u0.shape = vec![12, 12];
+    let u0 = save("u0-iter.npy", u0);
+    let run = |be: &str| {
+        let out = dir().join(format!("u-iter-{be}.npy")).display().to_string();
+        let text = weft(&args(&[
+            "run",
+            &ir("jacobi.weft"),
+            "--backend",
+            be,
+            "--shape",
+            "12,12",
+            "--in",
+            &format!("u={u0}"),
+            "--iterate",
+            "40",
+            "--feed",
+            "u_next=u",
+            "--until",
+            "delta<1e-3",
+            "--out",
+            &format!("u_next={out}"),
+        ]));
+        let sweeps = text.split_whitespace().nth(1).unwrap_or("").to_string();
+        (sweeps, std::fs::read(&out).expect("output written"))
+    };
+    let want = run("interp");
+    for be in BACKENDS {
+        assert_eq!(run(be), want, "{be}");
+    }
+}
