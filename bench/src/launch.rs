@@ -177,6 +177,35 @@ fn iterate_rows() -> (f64, f64) {
     (lib, run)
 }
 
+/// Elements of the kernel-launch row's arrays.
+const KERNEL_N: usize = 1_000_000;
+
+/// Seconds for `Kernel::launch` of a kernel that does nothing, given a 10⁶-element
+/// `InArray` and a 10⁶-element `Buffer`, and for a map program copying 10⁶ elements and
+/// reading one back, on `dev`.
+fn kernel_rows(dev: &Device) -> (f64, f64) {
+    use weft::dsl::{Buffer, InArray, Kernel, KernelArg};
+    let k = ok(Kernel::record_named("nothing", || {
+        let _x = InArray::<1, Value1f>::named("x", weft::ir::Boundary::Clamp);
+        let _y = Buffer::<1, Value1f>::named("y");
+    }));
+    let x: Array<1, f32> = ok(Array::from_fn([KERNEL_N], |i| i as f32));
+    let mut y: Array<1, f32> = ok(Array::filled([KERNEL_N], 0.0));
+    let launch = time(21, || {
+        let mut args = [KernelArg::array(&x), KernelArg::buffer(&mut y)];
+        ok(k.launch_on(dev, &[1], &[32], &mut args));
+    });
+    let copy = ok(Program::record_named("copy", || {
+        let x = In::<Value1f>::named("x");
+        Out::named("y", x);
+    }));
+    let map = time(21, || {
+        let y: Array<1, f32> = ok(copy.apply_on(dev, &x));
+        std::hint::black_box(ok(y.get(0)));
+    });
+    (launch, map)
+}
+
 /// CUDA's own costs from `DIR/launch_cuda`: seconds per empty launch back to back, and per
 /// launch + synchronise + 4-byte copy.
 fn cuda_baseline(dir: &Path) -> Option<(f64, f64)> {
@@ -218,6 +247,8 @@ pub fn main(args: &[String]) {
     let cuda = option_value(args, "--cuda-bin").and_then(|d| cuda_baseline(Path::new(d)));
     eprintln!("launch: Jacobi steps through the library and weft run --iterate ...");
     let (lib_step, cli_step) = iterate_rows();
+    eprintln!("launch: kernel launches over 10^6-element arrays ...");
+    let kernel: Vec<(f64, f64)> = devs.iter().map(kernel_rows).collect();
     let mut t = format!(
         "| per launch | {} | CUDA itself |\n|---|{}---|\n",
         devs.iter()
@@ -254,6 +285,17 @@ pub fn main(args: &[String]) {
         &|c| opt(c.cg_iteration),
         "—".into(),
     );
+    t.push_str(&format!(
+        "\n| `Kernel::launch`, a kernel that does nothing, 10⁶-element `InArray` + `Buffer` | {} |\n| map program copying 10⁶ elements + read one | {} |\n| ratio | {} |\n",
+        kernel.iter().map(|k| us(k.0)).collect::<Vec<_>>().join(" | ") + " | —",
+        kernel.iter().map(|k| us(k.1)).collect::<Vec<_>>().join(" | ") + " | —",
+        kernel
+            .iter()
+            .map(|k| format!("{:.2}×", k.0 / k.1))
+            .collect::<Vec<_>>()
+            .join(" | ")
+            + " | —",
+    ));
     t.push_str(&format!(
         "\n| one Jacobi step, {JACOBI_SIDE}², with `max(delta)` (cpu, cranelift) | library | `weft run --iterate` | ratio |\n|---|---|---|---|\n| per step | {} | {} | {:.2}× |\n",
         us(lib_step),

@@ -294,6 +294,13 @@ impl ArrayData {
     /// The view's elements, row-major, in a fresh host buffer.
     pub(crate) fn to_host_buffer(&self) -> Result<HostBuffer> {
         let n = self.len();
+        if let (Source::Stored(s), true) = (&self.source, self.contiguous()) {
+            // Every element is copied over: no need to zero them first.
+            let h = s.host()?;
+            let mut out = HostBuffer::for_output(self.elem, n);
+            out.copy_from(0, &h, self.offset, n);
+            return Ok(out);
+        }
         let mut out = HostBuffer::zeroed(self.elem, n);
         match &self.source {
             Source::Grid => {

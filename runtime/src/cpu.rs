@@ -330,6 +330,103 @@ impl CpuDevice {
         Ok(())
     }
 
+    /// [`CpuDevice::run_kernel`] over [`HostBuffer`]s without copying them (the `weft`
+    /// library's arrays): arrays are read where they are, buffers written in place.
+    ///
+    /// # Errors
+    /// As [`CpuDevice::run_kernel`]; also an element range outside its buffer. A launch that
+    /// fails or stops at its time budget leaves the buffers' contents unspecified (the
+    /// library runs kernels on copies it keeps only on success).
+    pub fn run_kernel_buffers(
+        &self,
+        m: &Module,
+        name: &str,
+        args: &mut [KernelBuf<'_>],
+        grid: &weft_ir::KernelGrid,
+    ) -> Result<(), RuntimeError> {
+        let p = m
+            .get(name)
+            .ok_or_else(|| RunError::UnknownProgram(name.to_string()))?;
+        let descs: Vec<ArgDesc> = args.iter().map(KernelBuf::desc).collect();
+        weft_ir::launch::check_kernel_args(p, &descs)?;
+        for (i, (par, a)) in p.params.iter().zip(args.iter()).enumerate() {
+            if par.kind == ParamKind::Buffer && !matches!(a, KernelBuf::Buffer { .. }) {
+                return Err(RunError::BadInput {
+                    program: p.name.clone(),
+                    param: p.param_name(i).to_string(),
+                    message: "is a buffer: pass it writable (KernelBuf::Buffer)".into(),
+                }
+                .into());
+            }
+        }
+        check_ranges(
+            p,
+            args.iter().map(|a| match a {
+                KernelBuf::Value(_) => None,
+                KernelBuf::Array { buf, offset, shape } => {
+                    Some((*offset, shape.iter().product(), buf.len()))
+                }
+                KernelBuf::Buffer { buf, shape } => Some((0, shape.iter().product(), buf.len())),
+            }),
+        )?;
+        let kernel = self.group_kernel(m, name, grid.block)?;
+        let layout = kernel.layout();
+        let mut ctx = Context::new(layout);
+        for (i, a) in args.iter_mut().enumerate() {
+            match a {
+                KernelBuf::Value(c) => ctx.uniform(i, c),
+                KernelBuf::Array { buf, offset, shape } => {
+                    let b = buf.lane_bytes();
+                    ctx.planes(
+                        i,
+                        (0..buf.lanes()).map(|l| buf.plane(l)[*offset * b..].as_ptr() as u64),
+                    );
+                    ctx.extents(i, buf.lanes(), shape);
+                }
+                KernelBuf::Buffer { buf, shape } => {
+                    let ptrs: Vec<u64> = (0..buf.lanes())
+                        .map(|l| buf.plane_mut(l).as_mut_ptr() as u64)
+                        .collect();
+                    ctx.planes(i, ptrs);
+                    ctx.extents(i, buf.lanes(), shape);
+                }
+            }
+        }
+        ctx.grid(grid.groups);
+        let mut ctx = Ctx(ctx.words);
+        let n = grid.num_groups();
+        // SAFETY: the context follows the kernel's layout; every plane it names belongs to a
+        // buffer borrowed for this call; work-groups write buffers only through in-range
+        // stores and atomics.
+        let entry = unsafe { kernel.entry() };
+        let threads = rayon::current_num_threads().max(1);
+        let chunk = n.div_ceil(threads * 4).max(1);
+        let ranges: Vec<(usize, usize)> = (0..n.div_ceil(chunk))
+            .map(|c| (c * chunk, ((c + 1) * chunk).min(n)))
+            .collect();
+        watched(
+            &mut ctx,
+            layout.abort,
+            name,
+            self.timeout(),
+            |ctx, abort| {
+                let run = |lo: usize, hi: usize| {
+                    if !abort.is_raised() {
+                        // SAFETY: as above; the abort word points at `abort`.
+                        unsafe { entry(ctx.0.as_ptr(), lo as i64, hi as i64) }
+                    }
+                };
+                ranges.par_iter().for_each(|&(lo, hi)| run(lo, hi));
+            },
+        )?;
+        for a in args.iter_mut() {
+            if let KernelBuf::Buffer { buf, .. } = a {
+                buf.zero_padding();
+            }
+        }
+        Ok(())
+    }
+
     /// Number of kernels in the cache.
     pub fn cached(&self) -> usize {
         self.lock_cache().len()
@@ -657,6 +754,46 @@ impl BufArg<'_> {
         match self {
             BufArg::Uniform(c) => Some(*c),
             BufArg::Array { .. } => None,
+        }
+    }
+}
+
+/// An argument of a kernel launch over [`HostBuffer`]s ([`CpuDevice::run_kernel_buffers`]).
+pub enum KernelBuf<'a> {
+    /// One value, for a uniform parameter.
+    Value(Const),
+    /// A read-only array: the elements `offset ..` of `buf`, as many as `shape` holds.
+    Array {
+        /// The storage.
+        buf: &'a HostBuffer,
+        /// First element.
+        offset: usize,
+        /// Extent of each axis, outermost first.
+        shape: &'a [usize],
+    },
+    /// A buffer the kernel writes in place: the first elements of `buf`, as many as `shape`
+    /// holds.
+    Buffer {
+        /// The storage.
+        buf: &'a mut HostBuffer,
+        /// Extent of each axis, outermost first.
+        shape: &'a [usize],
+    },
+}
+
+impl KernelBuf<'_> {
+    /// The description [`weft_ir::launch::check_kernel_args`] checks.
+    pub fn desc(&self) -> ArgDesc<'_> {
+        match self {
+            KernelBuf::Value(c) => ArgDesc::Uniform(*c),
+            KernelBuf::Array { buf, shape, .. } => ArgDesc::Array {
+                elem: buf.elem(),
+                shape,
+            },
+            KernelBuf::Buffer { buf, shape } => ArgDesc::Array {
+                elem: buf.elem(),
+                shape,
+            },
         }
     }
 }

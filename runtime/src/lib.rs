@@ -17,11 +17,13 @@ pub mod watchdog;
 
 pub use backend::{Backend, Device, DeviceOptions, UnknownBackend};
 pub use buffer::HostBuffer;
-pub use cpu::{BufArg, BufferLaunch, CpuDevice, CpuProgram, HostCode, HostCompiler, RuntimeError};
+pub use cpu::{
+    BufArg, BufferLaunch, CpuDevice, CpuProgram, HostCode, HostCompiler, KernelBuf, RuntimeError,
+};
 pub use cuda::{
     cuda_devices, cuda_driver_status, cuda_driver_version, CudaArg, CudaBuffer, CudaBufferLaunch,
-    CudaDevice, CudaError, CudaKernel, CudaKernelLaunch, CudaLaunch, CudaProgram, DeviceInfo,
-    GpuConfig, Transfers,
+    CudaDevice, CudaError, CudaKernel, CudaKernelArg, CudaKernelLaunch, CudaLaunch, CudaProgram,
+    DeviceInfo, GpuConfig, Transfers,
 };
 pub use prepare::{Plan, Prepared};
 

@@ -148,6 +148,11 @@ impl Kernel {
                 args.len()
             )));
         }
+        match &*device.0 {
+            crate::device::Kind::Cpu(cpu) => return self.launch_cpu(cpu, &g, args),
+            crate::device::Kind::Cuda(gpu) => return self.launch_cuda(gpu, &g, args),
+            crate::device::Kind::Interp { .. } => {}
+        }
         let n = p.params.len();
         let mut values: Vec<Option<Const>> = vec![None; n];
         let mut arrays: Vec<Option<HostArray>> = vec![None; n];
@@ -206,6 +211,183 @@ impl Kernel {
                     Storage::from_host(HostBuffer::from_host_array(h)),
                     h.shape.clone(),
                 );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a CPU kernel launch passes for one parameter ([`Kernel::launch_cpu`]).
+enum Slot {
+    Missing,
+    Value(Const),
+    /// A read-only array where it is stored: storage, first element, shape.
+    Array(std::sync::Arc<HostBuffer>, usize, Vec<usize>),
+    /// A buffer's copy, written in place and kept only if the launch succeeds.
+    Buffer(HostBuffer, Vec<usize>),
+}
+
+impl Kernel {
+    /// [`Kernel::launch_on`] a CPU device without converting arrays (issue 21): read-only
+    /// arrays are passed where they are stored, each buffer as one copy of its contents that
+    /// the kernel writes in place and that becomes the buffer's storage on success (so a
+    /// failed launch leaves the buffers as they were, and storage shared with other arrays
+    /// is never written).
+    fn launch_cpu(
+        &self,
+        cpu: &weft_runtime::CpuDevice,
+        g: &KernelGrid,
+        args: &mut [KernelArg<'_>],
+    ) -> Result<()> {
+        let p = self.program.ir();
+        let open = self.program.open_inputs();
+        let mut slots: Vec<Slot> = (0..p.params.len()).map(|_| Slot::Missing).collect();
+        for (&i, a) in open.iter().zip(args.iter()) {
+            slots[i] = match &a.0 {
+                Karg::Value(c) => Slot::Value(*c),
+                Karg::Array(_) if p.params[i].kind == ParamKind::Buffer => {
+                    return Err(Error::argument(format!(
+                        "kernel @{}: parameter `{}` is a buffer: pass it with KernelArg::buffer \
+                         (the kernel writes it)",
+                        self.name(),
+                        p.param_name(i)
+                    )))
+                }
+                Karg::Array(d) => {
+                    let v = d.contiguous_view()?;
+                    let h = match &v.source {
+                        crate::array::Source::Stored(s) => s.host()?,
+                        crate::array::Source::Grid => unreachable!("made contiguous"),
+                    };
+                    Slot::Array(h, v.offset, v.shape.clone())
+                }
+                Karg::Buffer(d) => Slot::Buffer(d.to_host_buffer()?, d.shape.clone()),
+            };
+        }
+        for (i, c) in self.program.captured_uniforms() {
+            slots[i] = Slot::Value(c);
+        }
+        let mut kargs: Vec<weft_runtime::KernelBuf> = Vec::with_capacity(slots.len());
+        for (i, s) in slots.iter_mut().enumerate() {
+            kargs.push(match s {
+                Slot::Value(c) => weft_runtime::KernelBuf::Value(*c),
+                Slot::Array(h, offset, shape) => weft_runtime::KernelBuf::Array {
+                    buf: h,
+                    offset: *offset,
+                    shape,
+                },
+                Slot::Buffer(h, shape) => weft_runtime::KernelBuf::Buffer { buf: h, shape },
+                Slot::Missing => {
+                    return Err(Error::argument(format!(
+                        "kernel @{}: parameter `{}` has no argument",
+                        self.name(),
+                        p.param_name(i)
+                    )))
+                }
+            });
+        }
+        cpu.run_kernel_buffers(self.program.module(), self.name(), &mut kargs, g)?;
+        drop(kargs);
+        for (&i, a) in open.iter().zip(args.iter_mut()) {
+            if let Karg::Buffer(d) = &mut a.0 {
+                if let Slot::Buffer(h, shape) = std::mem::replace(&mut slots[i], Slot::Missing) {
+                    **d = ArrayData::stored(Storage::from_host(h), shape);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a GPU kernel launch passes for one parameter ([`Kernel::launch_cuda`]).
+enum GpuSlot {
+    Missing,
+    Value(Const),
+    /// A read-only array resident on the GPU: storage, first element, shape.
+    Array(weft_runtime::CudaBuffer, usize, Vec<usize>),
+    /// A device copy of a buffer's contents, written in place; it becomes the buffer's
+    /// storage once the launch is queued.
+    Buffer(weft_runtime::CudaBuffer, Vec<usize>),
+}
+
+impl Kernel {
+    /// [`Kernel::launch_on`] a GPU without host copies (issue 21): read-only arrays are
+    /// passed resident (uploaded once if they are not), each buffer as a device-to-device
+    /// copy of its contents that the kernel writes and that becomes the buffer's storage
+    /// (storage shared with other arrays is never written). Queued, not waited for.
+    fn launch_cuda(
+        &self,
+        gpu: &weft_runtime::CudaDevice,
+        g: &KernelGrid,
+        args: &mut [KernelArg<'_>],
+    ) -> Result<()> {
+        let p = self.program.ir();
+        let open = self.program.open_inputs();
+        let resident = |d: &ArrayData| -> Result<(weft_runtime::CudaBuffer, ArrayData)> {
+            let v = d.contiguous_view()?;
+            let b = match &v.source {
+                crate::array::Source::Stored(s) => s.cuda(gpu)?,
+                crate::array::Source::Grid => unreachable!("made contiguous"),
+            };
+            Ok((b, v))
+        };
+        let mut slots: Vec<GpuSlot> = (0..p.params.len()).map(|_| GpuSlot::Missing).collect();
+        for (&i, a) in open.iter().zip(args.iter()) {
+            slots[i] = match &a.0 {
+                Karg::Value(c) => GpuSlot::Value(*c),
+                Karg::Array(_) if p.params[i].kind == ParamKind::Buffer => {
+                    return Err(Error::argument(format!(
+                        "kernel @{}: parameter `{}` is a buffer: pass it with KernelArg::buffer \
+                         (the kernel writes it)",
+                        self.name(),
+                        p.param_name(i)
+                    )))
+                }
+                Karg::Array(d) => {
+                    let (b, v) = resident(d)?;
+                    GpuSlot::Array(b, v.offset, v.shape.clone())
+                }
+                Karg::Buffer(d) => {
+                    let (b, v) = resident(d)?;
+                    GpuSlot::Buffer(gpu.copy_buffer(&b, v.offset, v.len())?, v.shape.clone())
+                }
+            };
+        }
+        for (i, c) in self.program.captured_uniforms() {
+            slots[i] = GpuSlot::Value(c);
+        }
+        let kargs = slots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| match s {
+                GpuSlot::Value(c) => Ok(weft_runtime::CudaKernelArg::Value(*c)),
+                GpuSlot::Array(b, offset, shape) => Ok(weft_runtime::CudaKernelArg::Array {
+                    buf: b,
+                    offset: *offset,
+                    shape,
+                }),
+                GpuSlot::Buffer(b, shape) => {
+                    Ok(weft_runtime::CudaKernelArg::Buffer { buf: b, shape })
+                }
+                GpuSlot::Missing => Err(Error::argument(format!(
+                    "kernel @{}: parameter `{}` has no argument",
+                    self.name(),
+                    p.param_name(i)
+                ))),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        gpu.run_kernel_buffers(self.program.module(), self.name(), &kargs, g)?;
+        drop(kargs);
+        for (&i, a) in open.iter().zip(args.iter_mut()) {
+            if let Karg::Buffer(d) = &mut a.0 {
+                if let GpuSlot::Buffer(b, shape) =
+                    std::mem::replace(&mut slots[i], GpuSlot::Missing)
+                {
+                    **d = ArrayData::stored(
+                        Storage::from_resident(crate::array::Resident::Cuda(b)),
+                        shape,
+                    );
+                }
             }
         }
         Ok(())

@@ -174,3 +174,186 @@ impl CudaBufferLaunch {
         self.outs
     }
 }
+
+/// An argument of a kernel launch over device buffers ([`CudaDevice::run_kernel_buffers`]).
+#[derive(Clone, Debug)]
+pub enum CudaKernelArg<'a> {
+    /// One value, for a uniform parameter.
+    Value(Const),
+    /// A read-only array: elements `offset ..` of `buf`, as many as `shape` holds.
+    Array {
+        /// The storage.
+        buf: &'a CudaBuffer,
+        /// First element.
+        offset: usize,
+        /// Extent of each axis, outermost first.
+        shape: &'a [usize],
+    },
+    /// A buffer the kernel writes in place: the first elements of `buf`, as many as `shape`
+    /// holds.
+    Buffer {
+        /// The storage.
+        buf: &'a CudaBuffer,
+        /// Extent of each axis, outermost first.
+        shape: &'a [usize],
+    },
+}
+
+impl CudaKernelArg<'_> {
+    fn desc(&self) -> ArgDesc<'_> {
+        match self {
+            CudaKernelArg::Value(c) => ArgDesc::Uniform(*c),
+            CudaKernelArg::Array { buf, shape, .. } | CudaKernelArg::Buffer { buf, shape } => {
+                ArgDesc::Array {
+                    elem: buf.elem,
+                    shape,
+                }
+            }
+        }
+    }
+}
+
+impl CudaDevice {
+    /// A new buffer holding elements `offset .. offset + n` of `src` (one device-to-device
+    /// copy per plane, queued on the stream).
+    ///
+    /// # Errors
+    /// A range outside `src`, a buffer of another device, or the driver failing.
+    pub fn copy_buffer(
+        &self,
+        src: &CudaBuffer,
+        offset: usize,
+        n: usize,
+    ) -> Result<CudaBuffer, RuntimeError> {
+        if !Arc::ptr_eq(&src.dev, &self.inner) || offset.checked_add(n).is_none_or(|e| e > src.len)
+        {
+            return Err(RunError::Launch {
+                program: "copy".into(),
+                message: "copy_buffer: range outside the buffer, or another device".into(),
+            }
+            .into());
+        }
+        let i = &self.inner;
+        let stride = HostBuffer::stride_for(n);
+        let lb = src.lane_bytes();
+        let buf = guard("cuMemcpyDtoDAsync", || {
+            i.bind()?;
+            let mut b = i.alloc(HostBuffer::bytes_for(src.elem, n))?;
+            for l in 0..src.lanes() {
+                let from = (l * src.stride + offset) * lb;
+                let to = l * stride * lb;
+                let s = src.buf.slice.slice(from..from + n * lb);
+                let mut d = b.slice.slice_mut(to..to + n * lb);
+                i.stream
+                    .memcpy_dtod(&s, &mut d)
+                    .map_err(|e| drv("cuMemcpyDtoDAsync", e))?;
+            }
+            Ok(b)
+        })?;
+        Ok(CudaBuffer {
+            dev: i.clone(),
+            buf: Arc::new(buf),
+            elem: src.elem,
+            len: n,
+            stride,
+        })
+    }
+
+    /// Runs kernel `name` of `m` (DESIGN §2, kernel mode) over `grid` on device buffers
+    /// without copying them (the `weft` library's arrays resident on this GPU): arrays are
+    /// read where they are, buffers written in place. Queued on the stream, not waited for;
+    /// faults surface at the next download.
+    ///
+    /// # Errors
+    /// As [`CudaDevice::run_kernel`]; also an element range outside its buffer, a buffer of
+    /// another device, or an array passed for a buffer parameter.
+    pub fn run_kernel_buffers(
+        &self,
+        m: &Module,
+        name: &str,
+        args: &[CudaKernelArg<'_>],
+        grid: &weft_ir::KernelGrid,
+    ) -> Result<(), RuntimeError> {
+        let p = m
+            .get(name)
+            .ok_or_else(|| RunError::UnknownProgram(name.to_string()))?;
+        let descs: Vec<ArgDesc> = args.iter().map(CudaKernelArg::desc).collect();
+        weft_ir::launch::check_kernel_args(p, &descs)?;
+        for (k, (par, a)) in p.params.iter().zip(args).enumerate() {
+            let bad = |message: &str| RunError::BadInput {
+                program: p.name.clone(),
+                param: p.param_name(k).to_string(),
+                message: message.into(),
+            };
+            match a {
+                CudaKernelArg::Value(_) => {}
+                CudaKernelArg::Array { buf, .. } | CudaKernelArg::Buffer { buf, .. } => {
+                    if !Arc::ptr_eq(&buf.dev, &self.inner) {
+                        return Err(bad("lives on another device").into());
+                    }
+                }
+            }
+            if par.kind == ParamKind::Buffer && !matches!(a, CudaKernelArg::Buffer { .. }) {
+                return Err(bad("is a buffer: pass it writable (CudaKernelArg::Buffer)").into());
+            }
+        }
+        crate::plan::check_ranges(
+            p,
+            args.iter().map(|a| match a {
+                CudaKernelArg::Value(_) => None,
+                CudaKernelArg::Array { buf, offset, shape } => {
+                    Some((*offset, shape.iter().product(), buf.len))
+                }
+                CudaKernelArg::Buffer { buf, shape } => Some((0, shape.iter().product(), buf.len)),
+            }),
+        )?;
+        let kernel = self.kernel_with(m, name, self.config().fast_math)?;
+        if grid.group_size() > kernel.max_block as usize {
+            return Err(RunError::Launch {
+                program: name.to_string(),
+                message: format!(
+                    "a block of {} threads exceeds the compiled kernel's limit of {}",
+                    grid.group_size(),
+                    kernel.max_block
+                ),
+            }
+            .into());
+        }
+        let mut ctx = Context::new(&kernel.layout);
+        for (k, a) in args.iter().enumerate() {
+            match a {
+                CudaKernelArg::Value(c) => ctx.uniform(k, c),
+                CudaKernelArg::Array { buf, offset, shape } => {
+                    let b = buf.lane_bytes();
+                    ctx.planes(
+                        k,
+                        (0..buf.lanes())
+                            .map(|l| buf.buf.ptr + ((l * buf.stride + offset) * b) as u64),
+                    );
+                    ctx.extents(k, buf.lanes(), shape);
+                }
+                CudaKernelArg::Buffer { buf, shape } => {
+                    let b = buf.lane_bytes();
+                    ctx.planes(
+                        k,
+                        (0..buf.lanes()).map(|l| buf.buf.ptr + (l * buf.stride * b) as u64),
+                    );
+                    ctx.extents(k, buf.lanes(), shape);
+                }
+            }
+        }
+        ctx.grid(grid.groups);
+        let words = ctx.words;
+        let launch = CudaKernelLaunch {
+            dev: self.inner.clone(),
+            kernel,
+            words,
+            bufs: Vec::new(),
+            grid: *grid,
+        };
+        // The buffers may be dropped once the launch is queued: their memory is freed in
+        // stream order, after the kernel.
+        guard("cuLaunchKernel", || launch.enqueue())?;
+        Ok(())
+    }
+}

@@ -49,7 +49,7 @@ mod inner;
 mod launch;
 mod sum;
 
-pub use buffer::{CudaArg, CudaBuffer, CudaBufferLaunch};
+pub use buffer::{CudaArg, CudaBuffer, CudaBufferLaunch, CudaKernelArg};
 pub use driver::{cuda_devices, cuda_driver_status, cuda_driver_version, CudaError, DeviceInfo};
 use driver::{device_count, device_info, driver, drv, guard, lock};
 pub use launch::{CudaKernelLaunch, CudaLaunch};
