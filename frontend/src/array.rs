@@ -291,6 +291,40 @@ impl ArrayData {
         Ok(d)
     }
 
+    /// This array's host storage taken out to be written in place, when nothing else can
+    /// see it: the storage is this array's alone (no clone, view or launch holds it, no
+    /// launch is pending for it), contiguous from element 0, and on the host. The array
+    /// then has no contents until it is given storage again. `None` (and the array as it
+    /// was) otherwise.
+    pub(crate) fn take_unique_host(&mut self) -> Option<HostBuffer> {
+        if self.offset != 0 || !self.contiguous() {
+            return None;
+        }
+        let n = self.len();
+        let Source::Stored(s) = &mut self.source else {
+            return None;
+        };
+        let state = Arc::get_mut(s)?.state.get_mut().ok()?;
+        if state.pending.is_some() {
+            return None;
+        }
+        let h = state.host.take()?;
+        match Arc::try_unwrap(h) {
+            Ok(b) if b.len() == n => {
+                state.cuda.clear();
+                Some(b)
+            }
+            Ok(b) => {
+                state.host = Some(Arc::new(b));
+                None
+            }
+            Err(h) => {
+                state.host = Some(h);
+                None
+            }
+        }
+    }
+
     /// The view's elements, row-major, in a fresh host buffer.
     pub(crate) fn to_host_buffer(&self) -> Result<HostBuffer> {
         let n = self.len();

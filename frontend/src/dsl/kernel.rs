@@ -242,6 +242,9 @@ impl Kernel {
         let p = self.program.ir();
         let open = self.program.open_inputs();
         let mut slots: Vec<Slot> = (0..p.params.len()).map(|_| Slot::Missing).collect();
+        for (i, c) in self.program.captured_uniforms() {
+            slots[i] = Slot::Value(c);
+        }
         for (&i, a) in open.iter().zip(args.iter()) {
             slots[i] = match &a.0 {
                 Karg::Value(c) => Slot::Value(*c),
@@ -261,15 +264,40 @@ impl Kernel {
                     };
                     Slot::Array(h, v.offset, v.shape.clone())
                 }
-                Karg::Buffer(d) => Slot::Buffer(d.to_host_buffer()?, d.shape.clone()),
+                Karg::Buffer(_) => Slot::Missing,
             };
         }
-        for (i, c) in self.program.captured_uniforms() {
-            slots[i] = Slot::Value(c);
+        if let Some(i) = (0..slots.len())
+            .find(|&i| matches!(slots[i], Slot::Missing) && p.params[i].kind != ParamKind::Buffer)
+        {
+            return Err(Error::argument(format!(
+                "kernel @{}: parameter `{}` has no argument",
+                self.name(),
+                p.param_name(i)
+            )));
         }
-        let mut kargs: Vec<weft_runtime::KernelBuf> = Vec::with_capacity(slots.len());
-        for (i, s) in slots.iter_mut().enumerate() {
-            kargs.push(match s {
+        // Buffers last, once nothing else can fail before the launch. In place when the
+        // storage is the array's alone and nothing can stop the launch half way (no time
+        // budget); else a copy, kept only if the launch succeeds.
+        let mut taken = vec![false; slots.len()];
+        for (&i, a) in open.iter().zip(args.iter_mut()) {
+            if let Karg::Buffer(d) = &mut a.0 {
+                let own = if cpu.timeout().is_none() {
+                    d.take_unique_host()
+                } else {
+                    None
+                };
+                taken[i] = own.is_some();
+                let h = match own {
+                    Some(h) => h,
+                    None => d.to_host_buffer()?,
+                };
+                slots[i] = Slot::Buffer(h, d.shape.clone());
+            }
+        }
+        let mut kargs: Vec<weft_runtime::KernelBuf> = slots
+            .iter_mut()
+            .map(|s| match s {
                 Slot::Value(c) => weft_runtime::KernelBuf::Value(*c),
                 Slot::Array(h, offset, shape) => weft_runtime::KernelBuf::Array {
                     buf: h,
@@ -277,24 +305,26 @@ impl Kernel {
                     shape,
                 },
                 Slot::Buffer(h, shape) => weft_runtime::KernelBuf::Buffer { buf: h, shape },
-                Slot::Missing => {
-                    return Err(Error::argument(format!(
-                        "kernel @{}: parameter `{}` has no argument",
-                        self.name(),
-                        p.param_name(i)
-                    )))
-                }
-            });
-        }
-        cpu.run_kernel_buffers(self.program.module(), self.name(), &mut kargs, g)?;
+                Slot::Missing => unreachable!("checked above"),
+            })
+            .collect();
+        let r = cpu.run_kernel_buffers(self.program.module(), self.name(), &mut kargs, g);
         drop(kargs);
         for (&i, a) in open.iter().zip(args.iter_mut()) {
             if let Karg::Buffer(d) = &mut a.0 {
-                if let Slot::Buffer(h, shape) = std::mem::replace(&mut slots[i], Slot::Missing) {
-                    **d = ArrayData::stored(Storage::from_host(h), shape);
+                // A buffer taken in place goes back either way: a failed launch failed before
+                // running (nothing could stop it half way), so its contents are unchanged.
+                if r.is_ok() || taken[i] {
+                    if let Slot::Buffer(h, shape) = std::mem::replace(&mut slots[i], Slot::Missing)
+                    {
+                        let b = d.boundary;
+                        **d = ArrayData::stored(Storage::from_host(h), shape);
+                        d.boundary = b;
+                    }
                 }
             }
         }
+        r?;
         Ok(())
     }
 }

@@ -383,3 +383,63 @@ fn dsl_kernel_misuse_is_a_clear_error() {
         .expect_err("block too large");
     assert!(e.to_string().contains("1024"), "{e}");
 }
+
+/// `Kernel::launch` passes arrays without host copies (issue 21) and keeps arrays values: a
+/// buffer whose storage another array shares is copied before the kernel writes it (the
+/// other array keeps its contents), one held alone is written in place, and a launch that
+/// fails leaves the buffer as it was — on every device.
+#[test]
+fn dsl_kernel_buffers_keep_value_semantics() {
+    use weft::dsl::Value1f;
+    use weft::dsl::{block_dim, block_index, thread_index, Buffer, InArray, Kernel, KernelArg};
+    use weft::ir::Boundary;
+    use weft::Array;
+    let k = Kernel::record_named("double_into", || {
+        let x = InArray::<1, Value1f>::named("x", Boundary::Clamp);
+        let y = Buffer::<1, Value1f>::named("y");
+        let i = block_index::<1>() * block_dim::<1>() + thread_index::<1>();
+        y.store(&i, x.read(&i) * 2.0f32);
+    })
+    .unwrap();
+    let n = 1000;
+    let x: Array<1, f32> = Array::from_fn([n], |i| i as f32).unwrap();
+    for d in dsl_devices() {
+        let mut y: Array<1, f32> = Array::filled([n], -1.0).unwrap();
+        let shared = y.clone();
+        k.launch_on(
+            &d,
+            &[32],
+            &[32],
+            &mut [KernelArg::array(&x), KernelArg::buffer(&mut y)],
+        )
+        .unwrap();
+        let want: Vec<f32> = (0..n).map(|i| 2.0 * i as f32).collect();
+        assert_eq!(y.to_vec().unwrap(), want, "on {d}");
+        assert_eq!(
+            shared.to_vec().unwrap(),
+            vec![-1.0; n],
+            "shared storage on {d}"
+        );
+        // Alone now (on the CPU: written in place), from its own old contents.
+        let old = y.to_vec().unwrap();
+        let y_in: Array<1, f32> = Array::from_vec([n], old).unwrap();
+        k.launch_on(
+            &d,
+            &[32],
+            &[32],
+            &mut [KernelArg::array(&y_in), KernelArg::buffer(&mut y)],
+        )
+        .unwrap();
+        let want4: Vec<f32> = (0..n).map(|i| 4.0 * i as f32).collect();
+        assert_eq!(y.to_vec().unwrap(), want4, "in place on {d}");
+        // A bad launch (a block too large) fails and leaves the buffer as it was.
+        let e = k.launch_on(
+            &d,
+            &[1],
+            &[4096],
+            &mut [KernelArg::array(&x), KernelArg::buffer(&mut y)],
+        );
+        assert!(e.is_err(), "block of 4096 on {d}");
+        assert_eq!(y.to_vec().unwrap(), want4, "after a failed launch on {d}");
+    }
+}
