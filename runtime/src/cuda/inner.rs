@@ -17,16 +17,23 @@ impl Inner {
     }
 
     pub(super) fn alloc(&self, bytes: usize) -> Result<DeviceBuffer, CudaError> {
-        // SAFETY: every caller writes or zeroes all bytes before a kernel reads them.
-        let slice = unsafe { self.stream.alloc::<u8>(bytes) }.map_err(|e| drv("cuMemAlloc", e))?;
+        let slice = match self.pool.take(bytes) {
+            Some(s) => s,
+            // SAFETY: every caller writes or zeroes all bytes before a kernel reads them.
+            None => unsafe { self.stream.alloc::<u8>(bytes) }.map_err(|e| drv("cuMemAlloc", e))?,
+        };
         let ptr = slice.device_ptr(&self.stream).0;
-        Ok(DeviceBuffer { slice, ptr })
+        Ok(DeviceBuffer {
+            slice: std::mem::ManuallyDrop::new(slice),
+            ptr,
+            pool: self.pool.clone(),
+        })
     }
 
     pub(super) fn alloc_zeroed(&self, bytes: usize) -> Result<DeviceBuffer, CudaError> {
         let mut b = self.alloc(bytes)?;
         self.stream
-            .memset_zeros(&mut b.slice)
+            .memset_zeros(&mut *b.slice)
             .map_err(|e| drv("cuMemsetD8Async", e))?;
         Ok(b)
     }
@@ -34,7 +41,7 @@ impl Inner {
     pub(super) fn upload(&self, host: &[u8]) -> Result<DeviceBuffer, CudaError> {
         let mut b = self.alloc(host.len())?;
         self.stream
-            .memcpy_htod(host, &mut b.slice)
+            .memcpy_htod(host, &mut *b.slice)
             .map_err(|e| drv("cuMemcpyHtoDAsync", e))?;
         self.uploads.fetch_add(1, Ordering::Relaxed);
         self.upload_bytes
@@ -45,7 +52,7 @@ impl Inner {
     pub(super) fn download(&self, b: &DeviceBuffer) -> Result<Vec<u8>, CudaError> {
         let v = self
             .stream
-            .clone_dtoh(&b.slice)
+            .clone_dtoh(&*b.slice)
             .map_err(|e| drv("cuMemcpyDtoHAsync", e))?;
         self.sync()?;
         self.downloads.fetch_add(1, Ordering::Relaxed);

@@ -143,10 +143,61 @@ pub struct CudaKernel {
     pub blocks_per_sm: u32,
 }
 
-/// One device allocation (an array's planes, or an output's).
+/// One device allocation (an array's planes, or an output's). Dropped, it goes back to its
+/// device's [`BufferPool`] for the next allocation of its size.
 struct DeviceBuffer {
-    slice: CudaSlice<u8>,
+    slice: std::mem::ManuallyDrop<CudaSlice<u8>>,
     ptr: u64,
+    pool: Arc<BufferPool>,
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: `slice` is taken once, here, and not used after.
+        let slice = unsafe { std::mem::ManuallyDrop::take(&mut self.slice) };
+        self.pool.give(slice);
+    }
+}
+
+/// Freed device allocations kept by size for reuse (issue 21: a loop's launches allocate
+/// nothing from the driver in steady state). Sound with one stream: a reused allocation's
+/// next use is queued after every use of its previous life. Holds at most
+/// [`BufferPool::MAX_BYTES`]; beyond that, allocations are freed (stream-ordered).
+#[derive(Default)]
+struct BufferPool {
+    free: Mutex<Free>,
+}
+
+/// Free allocations by size in bytes, and their total.
+type Free = (HashMap<usize, Vec<CudaSlice<u8>>>, usize);
+
+impl BufferPool {
+    /// The most bytes the pool holds.
+    const MAX_BYTES: usize = 1 << 31;
+
+    fn take(&self, bytes: usize) -> Option<CudaSlice<u8>> {
+        let mut g = lock(&self.free);
+        let s = g.0.get_mut(&bytes)?.pop()?;
+        g.1 -= bytes;
+        Some(s)
+    }
+
+    fn give(&self, s: CudaSlice<u8>) {
+        let bytes = s.len();
+        let mut g = lock(&self.free);
+        if bytes == 0 || g.1 + bytes > Self::MAX_BYTES {
+            drop(g);
+            drop(s);
+            return;
+        }
+        g.1 += bytes;
+        g.0.entry(bytes).or_default().push(s);
+    }
+
+    fn clear(&self) {
+        let freed = std::mem::take(&mut *lock(&self.free));
+        drop(freed);
+    }
 }
 
 /// A resident input: the host array (a strong clone) and its device copy.
@@ -159,6 +210,8 @@ struct Inner {
     info: DeviceInfo,
     sm: u32,
     kernels: Mutex<crate::cache::Lru<(u64, String, bool), Arc<CudaKernel>>>,
+    /// Freed allocations kept for reuse.
+    pool: Arc<BufferPool>,
     /// Prepared programs ([`CudaDevice::prepare`]), by (fingerprint of the module as given,
     /// program name, fast-math).
     programs: Mutex<crate::cache::Lru<(u64, String, bool), Arc<CudaProgram>>>,
@@ -265,6 +318,7 @@ impl CudaDevice {
                     stream,
                     info,
                     kernels: Mutex::default(),
+                    pool: Arc::default(),
                     programs: Mutex::default(),
                     shared: Default::default(),
                     resident: Mutex::default(),
@@ -326,6 +380,7 @@ impl CudaDevice {
     pub fn clear_cache(&self) {
         lock(&self.inner.kernels).clear();
         lock(&self.inner.programs).clear();
+        self.inner.pool.clear();
         for s in &self.inner.shared {
             s.clear();
         }
