@@ -4,7 +4,6 @@
 
 use crate::{fail, load, median, root, Row};
 use std::sync::Arc;
-use std::time::Instant;
 use weft_ir::algebra::{bind_array, compose, keep, swizzle_inputs};
 use weft_ir::interp::{HostArray, Input};
 use weft_ir::passes::run_pipeline;
@@ -27,19 +26,7 @@ fn program(m: &Module, name: &str) -> Program {
         .clone()
 }
 
-/// Median seconds of `f` over `reps` runs after one warm-up.
-fn time(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    median(
-        (0..reps)
-            .map(|_| {
-                let t = Instant::now();
-                f();
-                t.elapsed().as_secs_f64()
-            })
-            .collect(),
-    )
-}
+use crate::time_median as time;
 
 /// Seconds of the prepared launch's kernel (inputs already marshalled), median of `reps`.
 fn kernel_time(

@@ -4,7 +4,6 @@
 //! Every timed result is checked against the other version of the same computation.
 
 use crate::{fail, median};
-use std::time::Instant;
 use weft_ir::interp::{HostArray, Input};
 use weft_ir::{Const, KernelArg, KernelGrid, Module, ScalarType, Type};
 use weft_runtime::{CpuDevice, CudaDevice};
@@ -74,19 +73,7 @@ fn i32c(x: i32) -> Const {
     Const::scalar(ScalarType::I32, x as u32 as u64)
 }
 
-/// Median seconds of `reps` calls of `f` after one warm-up.
-fn time(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    median(
-        (0..reps)
-            .map(|_| {
-                let t = Instant::now();
-                f();
-                t.elapsed().as_secs_f64()
-            })
-            .collect(),
-    )
-}
+use crate::time_median as time;
 
 fn gpu_rows(dev: &CudaDevice, rows: &mut Vec<Row>) {
     // ---- MDH: 4096 atoms × 128³ points.

@@ -5,10 +5,9 @@
 //! `bench/cuda/launch.cu` (an empty kernel launched back to back, and launched, synchronised
 //! and followed by a 4-byte copy). Medians.
 
-use crate::{fail, median, option_value};
+use crate::{fail, option_value};
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
 use weft::dsl::{In, Out, Param, Program, Value1f};
 
 use weft::{sum, Array, Device};
@@ -22,20 +21,7 @@ fn ok<T>(r: weft::Result<T>) -> T {
     r.unwrap_or_else(|e| fail(e.to_string()))
 }
 
-/// Median seconds of `reps` runs of `f` after two warm-up runs.
-fn time(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    f();
-    median(
-        (0..reps)
-            .map(|_| {
-                let t = Instant::now();
-                f();
-                t.elapsed().as_secs_f64()
-            })
-            .collect(),
-    )
-}
+use crate::time_median as time;
 
 /// `y = a·x + 1`: the program every launch row applies.
 fn axpb() -> Program {

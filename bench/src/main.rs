@@ -47,6 +47,20 @@ fn option_value<'a>(args: &'a [String], name: &str) -> Option<&'a String> {
         .and_then(|i| args.get(i + 1))
 }
 
+/// Median seconds of `reps` calls of `f` after one warm-up call.
+fn time_median(reps: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    median(
+        (0..reps)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64()
+            })
+            .collect(),
+    )
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]

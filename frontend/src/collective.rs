@@ -188,21 +188,31 @@ fn i64c(b: &mut ProgramBuilder, v: usize) -> weft_ir::Value {
     b.constant(Const::scalar(ScalarType::I64, v as u64))
 }
 
+/// One array parameter `{prefix}{q}` of `dims` axes (clamped) per element type in `elems`.
+fn array_params(
+    b: &mut ProgramBuilder,
+    prefix: &str,
+    dims: u8,
+    elems: &[Type],
+) -> Result<Vec<weft_ir::Value>> {
+    elems
+        .iter()
+        .enumerate()
+        .map(|(q, &t)| {
+            let at = Type::array(dims, t, Boundary::Clamp)
+                .ok_or_else(|| Error::argument(format!("reduce: no arrays of {t}")))?;
+            Ok(b.array(&format!("{prefix}{q}"), at))
+        })
+        .collect()
+}
+
 /// `reduce.lanes` (launch shape `[segments, LANES]`): element `(s, j)` folds run `j` of
 /// segment `s` of the `n` elements of the 1-D arrays `x0 …` (one per state component: the
 /// elements, or the previous level's states) left to right with the combiner. A run with
 /// no elements gives zeros, which `reduce.tree` never reads.
 fn lanes_program(c: &Combiner, elems: &[Type]) -> Result<Module> {
     let mut b = ProgramBuilder::new("reduce.lanes");
-    let xs: Vec<weft_ir::Value> = elems
-        .iter()
-        .enumerate()
-        .map(|(q, &t)| {
-            let at = Type::array(1, t, Boundary::Clamp)
-                .ok_or_else(|| Error::argument(format!("reduce: no arrays of {t}")))?;
-            Ok(b.array(&format!("x{q}"), at))
-        })
-        .collect::<Result<_>>()?;
+    let xs = array_params(&mut b, "x", 1, elems)?;
     let n = b.uniform("n", Type::i64());
     let idx = b.index(Type::tuple(ScalarType::I64, 2).expect("2 lanes"));
     let s = b.extract(idx, 0);
@@ -265,16 +275,7 @@ fn lanes_program(c: &Combiner, elems: &[Type]) -> Result<Module> {
 /// that hold no element of the `n`.
 fn tree_program(c: &Combiner) -> Result<Module> {
     let mut b = ProgramBuilder::new("reduce.tree");
-    let ps: Vec<weft_ir::Value> = c
-        .state
-        .iter()
-        .enumerate()
-        .map(|(q, &t)| {
-            let at = Type::array(2, t, Boundary::Clamp)
-                .ok_or_else(|| Error::argument(format!("reduce: no arrays of {t}")))?;
-            Ok(b.array(&format!("p{q}"), at))
-        })
-        .collect::<Result<_>>()?;
+    let ps = array_params(&mut b, "p", 2, &c.state)?;
     let n = b.uniform("n", Type::i64());
     let s = b.index(Type::i64());
     let seg = i64c(&mut b, SEGMENT);

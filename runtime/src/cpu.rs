@@ -293,33 +293,10 @@ impl CpuDevice {
             planes.push(ps);
         }
         ctx.grid(grid.groups);
-        let mut ctx = Ctx(ctx.words);
-        let n = grid.num_groups();
-        // SAFETY: the context follows the kernel's layout and every plane it names lives
-        // until the end of this function; work-groups write buffers only through in-range
-        // stores and atomics.
-        let entry = unsafe { kernel.entry() };
-        let threads = rayon::current_num_threads().max(1);
-        let chunk = n.div_ceil(threads * 4).max(1);
-        let ranges: Vec<(usize, usize)> = (0..n.div_ceil(chunk))
-            .map(|c| (c * chunk, ((c + 1) * chunk).min(n)))
-            .collect();
         // A stopped launch leaves the buffers as they were: the planes are not copied back.
-        watched(
-            &mut ctx,
-            layout.abort,
-            name,
-            self.timeout(),
-            |ctx, abort| {
-                let run = |lo: usize, hi: usize| {
-                    if !abort.is_raised() {
-                        // SAFETY: as above; the abort word points at `abort`.
-                        unsafe { entry(ctx.0.as_ptr(), lo as i64, hi as i64) }
-                    }
-                };
-                ranges.par_iter().for_each(|&(lo, hi)| run(lo, hi));
-            },
-        )?;
+        // SAFETY: the context follows the kernel's layout and every plane it names lives
+        // until the end of this function.
+        unsafe { self.run_groups(&kernel, ctx, name, grid.num_groups()) }?;
         for (a, ps) in args.iter_mut().zip(&planes) {
             if let weft_ir::KernelArg::Buffer(h) = a {
                 let views: Vec<&[u8]> = ps.iter().map(|p| p.0.as_slice()).collect();
@@ -393,11 +370,32 @@ impl CpuDevice {
             }
         }
         ctx.grid(grid.groups);
-        let mut ctx = Ctx(ctx.words);
-        let n = grid.num_groups();
         // SAFETY: the context follows the kernel's layout; every plane it names belongs to a
-        // buffer borrowed for this call; work-groups write buffers only through in-range
-        // stores and atomics.
+        // buffer borrowed for this call.
+        unsafe { self.run_groups(&kernel, ctx, name, grid.num_groups()) }?;
+        for a in args.iter_mut() {
+            if let KernelBuf::Buffer { buf, .. } = a {
+                buf.zero_padding();
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs work-groups `0 .. n` of `kernel` with context `ctx`, in chunks over the rayon
+    /// pool, under the device's time budget.
+    ///
+    /// # Safety
+    /// `ctx` follows `kernel`'s layout and every plane it names lives for the call; the
+    /// kernel writes buffers only through in-range stores and atomics.
+    unsafe fn run_groups(
+        &self,
+        kernel: &HostCode,
+        ctx: Context,
+        name: &str,
+        n: usize,
+    ) -> Result<(), RuntimeError> {
+        let mut ctx = Ctx(ctx.words);
+        // SAFETY: forwarded contract.
         let entry = unsafe { kernel.entry() };
         let threads = rayon::current_num_threads().max(1);
         let chunk = n.div_ceil(threads * 4).max(1);
@@ -406,7 +404,7 @@ impl CpuDevice {
             .collect();
         watched(
             &mut ctx,
-            layout.abort,
+            kernel.layout().abort,
             name,
             self.timeout(),
             |ctx, abort| {
@@ -418,13 +416,7 @@ impl CpuDevice {
                 };
                 ranges.par_iter().for_each(|&(lo, hi)| run(lo, hi));
             },
-        )?;
-        for a in args.iter_mut() {
-            if let KernelBuf::Buffer { buf, .. } = a {
-                buf.zero_padding();
-            }
-        }
-        Ok(())
+        )
     }
 
     /// Number of kernels in the cache.

@@ -161,12 +161,7 @@ impl Kernel {
             match &a.0 {
                 Karg::Value(c) => values[i] = Some(*c),
                 Karg::Array(_) if p.params[i].kind == ParamKind::Buffer => {
-                    return Err(Error::argument(format!(
-                        "kernel @{}: parameter `{}` is a buffer: pass it with KernelArg::buffer \
-                         (the kernel writes it)",
-                        self.name(),
-                        p.param_name(i)
-                    )))
+                    return Err(self.buffer_passed_as_array(i))
                 }
                 Karg::Array(d) => arrays[i] = Some(d.to_host_array()?),
                 Karg::Buffer(d) => {
@@ -228,6 +223,16 @@ enum Slot {
 }
 
 impl Kernel {
+    /// The error for a read-only array passed for buffer parameter `i`.
+    fn buffer_passed_as_array(&self, i: usize) -> Error {
+        Error::argument(format!(
+            "kernel @{}: parameter `{}` is a buffer: pass it with KernelArg::buffer (the \
+             kernel writes it)",
+            self.name(),
+            self.program.ir().param_name(i)
+        ))
+    }
+
     /// [`Kernel::launch_on`] a CPU device without converting arrays (issue 21): read-only
     /// arrays are passed where they are stored, each buffer as one copy of its contents that
     /// the kernel writes in place and that becomes the buffer's storage on success (so a
@@ -249,12 +254,7 @@ impl Kernel {
             slots[i] = match &a.0 {
                 Karg::Value(c) => Slot::Value(*c),
                 Karg::Array(_) if p.params[i].kind == ParamKind::Buffer => {
-                    return Err(Error::argument(format!(
-                        "kernel @{}: parameter `{}` is a buffer: pass it with KernelArg::buffer \
-                         (the kernel writes it)",
-                        self.name(),
-                        p.param_name(i)
-                    )))
+                    return Err(self.buffer_passed_as_array(i))
                 }
                 Karg::Array(d) => {
                     let v = d.contiguous_view()?;
@@ -366,12 +366,7 @@ impl Kernel {
             slots[i] = match &a.0 {
                 Karg::Value(c) => GpuSlot::Value(*c),
                 Karg::Array(_) if p.params[i].kind == ParamKind::Buffer => {
-                    return Err(Error::argument(format!(
-                        "kernel @{}: parameter `{}` is a buffer: pass it with KernelArg::buffer \
-                         (the kernel writes it)",
-                        self.name(),
-                        p.param_name(i)
-                    )))
+                    return Err(self.buffer_passed_as_array(i))
                 }
                 Karg::Array(d) => {
                     let (b, v) = resident(d)?;

@@ -308,17 +308,7 @@ impl CudaDevice {
             }),
         )?;
         let kernel = self.kernel_with(m, name, self.config().fast_math)?;
-        if grid.group_size() > kernel.max_block as usize {
-            return Err(RunError::Launch {
-                program: name.to_string(),
-                message: format!(
-                    "a block of {} threads exceeds the compiled kernel's limit of {}",
-                    grid.group_size(),
-                    kernel.max_block
-                ),
-            }
-            .into());
-        }
+        kernel.check_block(name, grid)?;
         let mut ctx = Context::new(&kernel.layout);
         for (k, a) in args.iter().enumerate() {
             match a {

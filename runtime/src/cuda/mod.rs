@@ -230,6 +230,24 @@ struct Inner {
     sum_kernel: Mutex<Option<SumKernel>>,
 }
 
+impl CudaKernel {
+    /// An error naming kernel `name` when `grid`'s blocks hold more threads than this
+    /// compiled kernel allows.
+    fn check_block(&self, name: &str, grid: &weft_ir::KernelGrid) -> Result<(), RunError> {
+        if grid.group_size() > self.max_block as usize {
+            return Err(RunError::Launch {
+                program: name.to_string(),
+                message: format!(
+                    "a block of {} threads exceeds the compiled kernel's limit of {}",
+                    grid.group_size(),
+                    self.max_block
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Lets the device's default memory pool (which `cuMemAllocAsync` and `cuMemFreeAsync`
 /// serve) keep freed memory instead of returning it to the driver at every synchronise:
 /// with the default release threshold of 0, each iteration of a host loop would map its
@@ -555,17 +573,7 @@ impl CudaDevice {
             .ok_or_else(|| RunError::UnknownProgram(name.to_string()))?;
         weft_ir::launch::check_kernel_host_args(p, args)?;
         let kernel = self.kernel_with(m, name, self.config().fast_math)?;
-        if grid.group_size() > kernel.max_block as usize {
-            return Err(RunError::Launch {
-                program: name.to_string(),
-                message: format!(
-                    "a block of {} threads exceeds the compiled kernel's limit of {}",
-                    grid.group_size(),
-                    kernel.max_block
-                ),
-            }
-            .into());
-        }
+        kernel.check_block(name, grid)?;
         let i = &self.inner;
         let layout = &kernel.layout;
         let mut ctx = Context::new(layout);
@@ -773,19 +781,6 @@ impl CudaDevice {
         args: &[CudaArg],
         shape: Option<&[usize]>,
     ) -> Result<CudaBufferLaunch, RuntimeError> {
-        for a in args {
-            if let CudaArg::Array { buf, .. } = a {
-                if !Arc::ptr_eq(&buf.dev, &self.inner) {
-                    return Err(CudaError::Driver {
-                        call: "cuLaunchKernel",
-                        code: "CUDA_ERROR_INVALID_CONTEXT".into(),
-                        description: "a buffer lives on another device".into(),
-                        log: None,
-                    }
-                    .into());
-                }
-            }
-        }
         let prog = self.prepare(m, name)?;
         self.launch_buffers_prepared(&prog, args, shape)
     }
