@@ -459,9 +459,8 @@ impl CpuDevice {
         self.launch_prepared(&prog, inputs, shape)
     }
 
-    /// [`CpuDevice::launch`] of a prepared program: checks the inputs (the plan of the
-    /// previous launch is reused when they have its signature) and copies them into kernel
-    /// buffers.
+    /// [`CpuDevice::launch`] of a prepared program: checks the inputs (a recent launch's plan
+    /// is reused when they have its signature) and copies them into kernel buffers.
     ///
     /// # Errors
     /// As [`CpuDevice::launch`].
@@ -567,9 +566,9 @@ impl CpuDevice {
         self.launch_buffers_prepared(&prog, args, shape)
     }
 
-    /// [`CpuDevice::launch_buffers`] of a prepared program: checks the arguments (the plan
-    /// of the previous launch is reused when they have its signature) and points the
-    /// kernel's context at them.
+    /// [`CpuDevice::launch_buffers`] of a prepared program: checks the arguments (a recent
+    /// launch's plan is reused when they have its signature) and points the kernel's context
+    /// at them.
     ///
     /// # Errors
     /// As [`CpuDevice::launch_buffers`].

@@ -2,7 +2,7 @@
 //! looked up, split into prologue and kernel by uniform lifting (DESIGN §4), and lowered
 //! (math expanded, calls inlined) once into a [`Prepared`]; each launch then only checks its
 //! arguments against it — and not even that when they have the signature and uniform values
-//! of the previous launch, whose plan is kept.
+//! of a recent launch, whose plan is kept.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -21,9 +21,13 @@ pub struct Prepared {
     /// ([`weft_ir::passes::for_lowering`]).
     kernel: Module,
     split: Option<LaunchSplit>,
-    /// The plan of the latest launch, reused while arguments keep its signature.
-    last: Mutex<Option<(Signature, Arc<Plan>)>>,
+    /// The plans of the latest launches (at most [`PLANS_KEPT`], most recent last), reused
+    /// for arguments of the same signature: a reduction alternates between a few.
+    last: Mutex<Vec<(Signature, Arc<Plan>)>>,
 }
+
+/// Plans a [`Prepared`] keeps for reuse.
+const PLANS_KEPT: usize = 8;
 
 /// What a launch needs beyond its buffers, from [`Prepared::plan`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,7 +103,7 @@ impl Prepared {
             source: m.clone(),
             kernel,
             split,
-            last: Mutex::new(None),
+            last: Mutex::new(Vec::new()),
         })
     }
 
@@ -124,18 +128,19 @@ impl Prepared {
 
     /// Checks a launch's arguments (`descs`, one per parameter) and optional launch shape
     /// against the program and plans it: launch shape, element count, and the prologue's
-    /// results for these uniform values. A launch with the previous one's signature and
-    /// uniform values reuses its plan.
+    /// results for these uniform values. A launch with the signature and uniform values of
+    /// one of the latest few reuses its plan.
     ///
     /// # Errors
     /// The interpreter's messages for wrong arguments or launch shape, naming the
     /// parameter; a failing prologue.
     pub fn plan(&self, descs: &[ArgDesc], shape: Option<&[usize]>) -> Result<Arc<Plan>, RunError> {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((sig, plan)) = &*last {
-            if sig.matches(descs, shape) {
-                return Ok(plan.clone());
-            }
+        if let Some(k) = last.iter().rposition(|(sig, _)| sig.matches(descs, shape)) {
+            let hit = last.remove(k);
+            let plan = hit.1.clone();
+            last.push(hit);
+            return Ok(plan);
         }
         let (p, launch, n) = plan_program_launch_desc(&self.source, &self.name, descs, shape)?;
         let extra = match &self.split {
@@ -156,7 +161,10 @@ impl Prepared {
             n,
             extra,
         });
-        *last = Some((Signature::of(descs, shape), plan.clone()));
+        if last.len() == PLANS_KEPT {
+            last.remove(0);
+        }
+        last.push((Signature::of(descs, shape), plan.clone()));
         Ok(plan)
     }
 }

@@ -652,7 +652,7 @@ impl CudaDevice {
     }
 
     /// [`CudaDevice::launch`] of a prepared program (made with the same `fast_math`
-    /// setting): checks the inputs (the plan of the previous launch is reused when they have
+    /// setting): checks the inputs (a recent launch's plan is reused when they have
     /// its signature), uploads and allocates.
     ///
     /// # Errors
@@ -786,8 +786,8 @@ impl CudaDevice {
     }
 
     /// [`CudaDevice::launch_buffers`] of a prepared program (made with the same `fast_math`
-    /// setting): checks the arguments (the plan of the previous launch is reused when they
-    /// have its signature) and points the kernel's context at them.
+    /// setting): checks the arguments (a recent launch's plan is reused when they have its
+    /// signature) and points the kernel's context at them.
     ///
     /// # Errors
     /// As [`CudaDevice::apply_buffers`].
