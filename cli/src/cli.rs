@@ -730,6 +730,10 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
                 Device::Cpu(cpu) if plan.is_iterated() => {
                     plan.run_cpu(cpu, &m, &p.name, &ins, shape.as_deref())?
                 }
+                // On a GPU they stay resident between steps.
+                Device::Cuda(gpu) if plan.is_iterated() => {
+                    plan.run_cuda(gpu, &m, &p.name, &ins, shape.as_deref())?
+                }
                 _ => plan.run(&mut ins, run_once)?,
             };
             let secs = start.elapsed().as_secs_f64();

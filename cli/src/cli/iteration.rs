@@ -9,7 +9,7 @@ use std::sync::Arc;
 use weft_ir::interp::Input;
 use weft_ir::konst::{lane_f64, lane_i64};
 use weft_ir::{Const, HostArray, Module, ParamKind, Program, ScalarType};
-use weft_runtime::{BufArg, CpuDevice, HostBuffer};
+use weft_runtime::{BufArg, CpuDevice, CudaArg, CudaBuffer, CudaDevice, HostBuffer};
 
 /// How `weft run` repeats a program: at most `max` runs; after each, `feeds` (output,
 /// input) pairs move outputs into inputs; `until` (output, tolerance) stops the loop.
@@ -198,6 +198,12 @@ fn max_f64_buffer(b: &HostBuffer) -> f64 {
     max_of((0..b.lanes()).flat_map(|l| b.lane_run(l, 0, b.len()).map(move |x| bits_f64(s, x))))
 }
 
+/// An argument of [`Plan::run_cuda`]'s launches: an array resident on the GPU, or a value.
+enum GpuSlot {
+    Array(CudaBuffer, Vec<usize>),
+    Uniform(Const),
+}
+
 /// An argument of [`Plan::run_cpu`]'s launches: an array kept in a kernel buffer, or a value.
 enum Slot {
     Array(HostBuffer, Vec<usize>),
@@ -205,6 +211,70 @@ enum Slot {
 }
 
 impl Plan {
+    /// [`Plan::run`] of program `name` of `m` on a GPU, with the arrays resident there:
+    /// inputs are uploaded once, outputs are fed back where they are, each step downloads
+    /// only the `--until` output, and the prepared program is reused (issue 21). The same
+    /// launches as [`Plan::run`], so the same bits.
+    ///
+    /// Errors: as the launches' and transfers'.
+    pub fn run_cuda(
+        &self,
+        gpu: &CudaDevice,
+        m: &Module,
+        name: &str,
+        ins: &[Input],
+        shape: Option<&[usize]>,
+    ) -> Result<(Vec<HostArray>, u64), CliError> {
+        let err = |e: weft_runtime::RuntimeError| -> CliError { format!("error: {e}").into() };
+        let prog = gpu.prepare(m, name).map_err(err)?;
+        let mut cur: Vec<GpuSlot> = Vec::with_capacity(ins.len());
+        for i in ins {
+            cur.push(match i {
+                Input::Array(a) => GpuSlot::Array(
+                    gpu.upload(&HostBuffer::from_host_array(a)).map_err(err)?,
+                    a.shape.clone(),
+                ),
+                Input::Uniform(c) => GpuSlot::Uniform(*c),
+            });
+        }
+        let mut k = 0;
+        loop {
+            let args: Vec<CudaArg> = cur
+                .iter()
+                .map(|s| match s {
+                    GpuSlot::Array(buf, shape) => CudaArg::Array {
+                        buf,
+                        offset: 0,
+                        shape,
+                    },
+                    GpuSlot::Uniform(c) => CudaArg::Uniform(*c),
+                })
+                .collect();
+            let mut l = gpu
+                .launch_buffers_prepared(&prog, &args, shape)
+                .map_err(err)?;
+            l.enqueue().map_err(err)?;
+            let launch = l.launch().shape().to_vec();
+            let outs = l.into_outputs();
+            drop(args);
+            k += 1;
+            let done = match self.until {
+                Some((o, tol)) => max_f64_buffer(&outs[o].download().map_err(err)?) < tol,
+                None => false,
+            };
+            if done || k == self.max {
+                let arrays = outs
+                    .iter()
+                    .map(|b| Ok(b.download().map_err(err)?.to_host_array(&launch)))
+                    .collect::<Result<_, CliError>>()?;
+                return Ok((arrays, k));
+            }
+            for &(o, i) in &self.feeds {
+                cur[i] = GpuSlot::Array(outs[o].clone(), launch.clone());
+            }
+        }
+    }
+
     /// [`Plan::run`] of program `name` of `m` on a CPU device, with the arrays kept in kernel
     /// buffers: inputs are converted once, outputs are fed back as they are, each step reads
     /// only the `--until` output, and the prepared program is reused (issue 21). The same

@@ -45,6 +45,11 @@ impl CudaLaunch {
         &self.kernel
     }
 
+    /// The launch shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
     /// Queues one kernel launch over every element (no synchronisation).
     pub(super) fn enqueue(&self) -> Result<(), CudaError> {
         let d = &self.dev;

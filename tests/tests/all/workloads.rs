@@ -514,10 +514,11 @@ fn weft_run_coins_edges_ring_and_peaks() {
     }
 }
 
-/// `weft run --iterate` on the CPU keeps its arrays in kernel buffers between steps (issue
-/// 21): the same sweeps, stopping point and bits as the interpreter's step-by-step loop.
+/// `weft run --iterate` keeps its arrays in kernel buffers between steps on the CPU, and
+/// resident on a GPU (issue 21): the same sweeps, stopping point and bits as the
+/// interpreter's step-by-step loop.
 #[test]
-fn weft_run_iterate_on_the_cpu_gives_the_interpreters_bits() {
+fn weft_run_iterate_on_kernel_buffers_gives_the_interpreters_bits() {
     let mut u0 = HostArray::from_f32(&jacobi::initial(12));
     u0.shape = vec![12, 12];
     let u0 = save("u0-iter.npy", u0);
@@ -545,7 +546,12 @@ fn weft_run_iterate_on_the_cpu_gives_the_interpreters_bits() {
         (sweeps, std::fs::read(&out).expect("output written"))
     };
     let want = run("interp");
-    for be in BACKENDS {
+    let mut backends = BACKENDS.to_vec();
+    match Device::cuda(0) {
+        Ok(_) => backends.push("cuda"),
+        Err(e) => eprintln!("weft run --iterate: skipping CUDA ({e})"),
+    }
+    for be in backends {
         assert_eq!(run(be), want, "{be}");
     }
 }
