@@ -19,8 +19,17 @@ impl Inner {
     pub(super) fn alloc(&self, bytes: usize) -> Result<DeviceBuffer, CudaError> {
         let slice = match self.pool.take(bytes) {
             Some(s) => s,
-            // SAFETY: every caller writes or zeroes all bytes before a kernel reads them.
-            None => unsafe { self.stream.alloc::<u8>(bytes) }.map_err(|e| drv("cuMemAlloc", e))?,
+            // SAFETY (both): every caller writes or zeroes all bytes before a kernel reads them.
+            None => match unsafe { self.stream.alloc::<u8>(bytes) } {
+                Ok(s) => s,
+                // Out of memory, perhaps because the pool holds it: free the pool (in stream
+                // order, so this stream's next allocation can use it) and try once more.
+                Err(_) if self.pool.held() > 0 => {
+                    self.pool.clear();
+                    unsafe { self.stream.alloc::<u8>(bytes) }.map_err(|e| drv("cuMemAlloc", e))?
+                }
+                Err(e) => return Err(drv("cuMemAlloc", e)),
+            },
         };
         let ptr = slice.device_ptr(&self.stream).0;
         Ok(DeviceBuffer {

@@ -162,7 +162,8 @@ impl Drop for DeviceBuffer {
 /// Freed device allocations kept by size for reuse (issue 21: a loop's launches allocate
 /// nothing from the driver in steady state). Sound with one stream: a reused allocation's
 /// next use is queued after every use of its previous life. Holds at most
-/// [`BufferPool::MAX_BYTES`]; beyond that, allocations are freed (stream-ordered).
+/// [`BufferPool::MAX_BYTES`]; beyond that, allocations are freed (stream-ordered), and an
+/// allocation the driver refuses empties the pool and is tried once more.
 #[derive(Default)]
 struct BufferPool {
     free: Mutex<Free>,
@@ -197,6 +198,11 @@ impl BufferPool {
     fn clear(&self) {
         let freed = std::mem::take(&mut *lock(&self.free));
         drop(freed);
+    }
+
+    /// Bytes held.
+    fn held(&self) -> usize {
+        lock(&self.free).1
     }
 }
 
