@@ -37,19 +37,23 @@ for m, p in files.items():
     src = re.sub(r'//[^\n]*', '', src)
     me = m.split('::') if m else []
     here = me
-    for path in re.findall(r'\b((?:crate|super)(?:::\w+)+)', src):
+    def absolute(path):
+        """A `crate::…` or `super::…` path as segments from the crate root."""
         segs = path.split('::')
         if segs[0] == 'crate':
-            segs = segs[1:]
-        else:
-            base = list(here)
-            while segs and segs[0] == 'super':
-                base = base[:-1]; segs = segs[1:]
-            segs = base + segs
-        # braces: use super::{a, b} handled roughly below
+            return segs[1:]
+        base = list(here)
+        while segs and segs[0] == 'super':
+            base = base[:-1]; segs = segs[1:]
+        return base + segs
+
+    def add(segs):
         t = resolve(segs)
         if t is not None and t != m and t != '':
             edges[m].add(t)
+
+    for path in re.findall(r'\b((?:crate|super)(?:::\w+)+)', src):
+        add(absolute(path))
     # paths relative to this module: `child::item`, `self::child::item`
     for path in re.findall(r'(?<![\w:])((?:self::)?\w+(?:::\w+)+)', src):
         segs = path.split('::')
@@ -57,25 +61,15 @@ for m, p in files.items():
             continue
         if segs[0] == 'self':
             segs = segs[1:]
-        t = resolve(here + segs) if (('::'.join(here + segs[:1])) in files) else None
-        if t is not None and t != m and t != '':
-            edges[m].add(t)
+        if '::'.join(here + segs[:1]) in files:
+            add(here + segs)
+    # braces: `use super::{a, b::c}`
     for base_path, inner in re.findall(r'\b((?:crate|super)(?:::\w+)*)::\{([^}]*)\}', src):
-        segs = base_path.split('::')
-        if segs[0] == 'crate':
-            segs = segs[1:]
-        else:
-            base = list(here)
-            while segs and segs[0] == 'super':
-                base = base[:-1]; segs = segs[1:]
-            segs = base + segs
+        segs = absolute(base_path)
         for item in inner.split(','):
             item = item.strip().split(' ')[0].split('::')
-            if not item[0]:
-                continue
-            t = resolve(segs + item)
-            if t is not None and t != m and t != '':
-                edges[m].add(t)
+            if item[0]:
+                add(segs + item)
 
 def related(a, b):
     return a.startswith(b + '::') or b.startswith(a + '::')

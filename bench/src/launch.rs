@@ -301,7 +301,7 @@ pub fn main(args: &[String]) {
     ));
     let md = format!(
         "Host cost per launch through the `weft` library, medians; {} threads on {}.\n\n{t}",
-        rayon_threads(),
+        threads(),
         crate::cpu_name()
     );
     print!("{md}");
@@ -310,6 +310,6 @@ pub fn main(args: &[String]) {
     }
 }
 
-fn rayon_threads() -> usize {
+fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }

@@ -17,9 +17,11 @@ pub struct Prepared {
     /// The module as given: arguments are checked against its program, so errors name the
     /// user's parameters.
     source: Module,
-    /// The module the kernel compiles from: lifted, math expanded, calls inlined
-    /// ([`weft_ir::passes::for_lowering`]).
-    kernel: Module,
+    /// The module the kernel compiles from when it differs from `source`: lifted, math
+    /// expanded, calls inlined ([`weft_ir::passes::for_lowering`]).
+    kernel: Option<Module>,
+    /// The uniform-lifting split: its prologue runs at each new plan (its kernel module has
+    /// moved to `kernel`).
     split: Option<LaunchSplit>,
     /// The plans of the latest launches (at most [`PLANS_KEPT`], most recent last), reused
     /// for arguments of the same signature: a reduction alternates between a few.
@@ -90,12 +92,19 @@ impl Prepared {
         if m.get(name).is_none() {
             return Err(RunError::UnknownProgram(name.to_string()));
         }
-        let split = split_launch(m, name);
-        let kernel = match &split {
-            Some(s) => weft_ir::passes::for_lowering(&s.kernel, name).into_owned(),
+        let mut split = split_launch(m, name);
+        let kernel = match &mut split {
+            // The split's kernel module moves here; the split keeps only its prologue.
+            Some(s) => {
+                let k = std::mem::replace(&mut s.kernel, Module::new());
+                Some(match weft_ir::passes::for_lowering(&k, name) {
+                    Cow::Borrowed(_) => k,
+                    Cow::Owned(lowered) => lowered,
+                })
+            }
             None => match weft_ir::passes::for_lowering(m, name) {
-                Cow::Borrowed(m) => m.clone(),
-                Cow::Owned(m) => m,
+                Cow::Borrowed(_) => None,
+                Cow::Owned(m) => Some(m),
             },
         };
         Ok(Prepared {
@@ -116,7 +125,7 @@ impl Prepared {
     /// program [`Prepared::name`] takes the user's arguments and then one uniform per
     /// [`Plan::extra`] value.
     pub fn kernel_module(&self) -> &Module {
-        &self.kernel
+        self.kernel.as_ref().unwrap_or(&self.source)
     }
 
     /// The program as given (what arguments are checked against).

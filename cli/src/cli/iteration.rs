@@ -4,6 +4,7 @@
 //! ([`encode_png`]; the files themselves are written by [`super::outputs`]).
 
 use super::{output_index, CliError};
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
 use weft_ir::interp::Input;
@@ -198,16 +199,33 @@ fn max_f64_buffer(b: &HostBuffer) -> f64 {
     max_of((0..b.lanes()).flat_map(|l| b.lane_run(l, 0, b.len()).map(move |x| bits_f64(s, x))))
 }
 
-/// An argument of [`Plan::run_cuda`]'s launches: an array resident on the GPU, or a value.
-enum GpuSlot {
-    Array(CudaBuffer, Vec<usize>),
+/// An argument of [`Plan::run_cpu`]'s and [`Plan::run_cuda`]'s launches: an array kept in a
+/// device buffer `B` (with its shape), or a value.
+enum Slot<B> {
+    Array(B, Vec<usize>),
     Uniform(Const),
 }
 
-/// An argument of [`Plan::run_cpu`]'s launches: an array kept in a kernel buffer, or a value.
-enum Slot {
-    Array(HostBuffer, Vec<usize>),
-    Uniform(Const),
+/// A buffer [`Plan::run_resident`] reads back: in place on the host, downloaded from a GPU.
+trait ReadBack {
+    fn read(&self) -> Result<Cow<'_, HostBuffer>, CliError>;
+}
+
+impl ReadBack for HostBuffer {
+    fn read(&self) -> Result<Cow<'_, HostBuffer>, CliError> {
+        Ok(Cow::Borrowed(self))
+    }
+}
+
+impl ReadBack for CudaBuffer {
+    fn read(&self) -> Result<Cow<'_, HostBuffer>, CliError> {
+        Ok(Cow::Owned(self.download().map_err(runtime_err)?))
+    }
+}
+
+/// A runtime error as the CLI reports it.
+fn runtime_err(e: weft_runtime::RuntimeError) -> CliError {
+    format!("error: {e}").into()
 }
 
 impl Plan {
@@ -225,54 +243,33 @@ impl Plan {
         ins: &[Input],
         shape: Option<&[usize]>,
     ) -> Result<(Vec<HostArray>, u64), CliError> {
-        let err = |e: weft_runtime::RuntimeError| -> CliError { format!("error: {e}").into() };
-        let prog = gpu.prepare(m, name).map_err(err)?;
-        let mut cur: Vec<GpuSlot> = Vec::with_capacity(ins.len());
-        for i in ins {
-            cur.push(match i {
-                Input::Array(a) => GpuSlot::Array(
-                    gpu.upload(&HostBuffer::from_host_array(a)).map_err(err)?,
-                    a.shape.clone(),
-                ),
-                Input::Uniform(c) => GpuSlot::Uniform(*c),
-            });
-        }
-        let mut k = 0;
-        loop {
-            let args: Vec<CudaArg> = cur
-                .iter()
-                .map(|s| match s {
-                    GpuSlot::Array(buf, shape) => CudaArg::Array {
-                        buf,
-                        offset: 0,
-                        shape,
-                    },
-                    GpuSlot::Uniform(c) => CudaArg::Uniform(*c),
-                })
-                .collect();
-            let mut l = gpu
-                .launch_buffers_prepared(&prog, &args, shape)
-                .map_err(err)?;
-            l.enqueue().map_err(err)?;
-            let launch = l.launch().shape().to_vec();
-            let outs = l.into_outputs();
-            drop(args);
-            k += 1;
-            let done = match self.until {
-                Some((o, tol)) => max_f64_buffer(&outs[o].download().map_err(err)?) < tol,
-                None => false,
-            };
-            if done || k == self.max {
-                let arrays = outs
+        let prog = gpu.prepare(m, name).map_err(runtime_err)?;
+        self.run_resident(
+            ins,
+            |a| {
+                gpu.upload(&HostBuffer::from_host_array(a))
+                    .map_err(runtime_err)
+            },
+            |cur| {
+                let args: Vec<CudaArg> = cur
                     .iter()
-                    .map(|b| Ok(b.download().map_err(err)?.to_host_array(&launch)))
-                    .collect::<Result<_, CliError>>()?;
-                return Ok((arrays, k));
-            }
-            for &(o, i) in &self.feeds {
-                cur[i] = GpuSlot::Array(outs[o].clone(), launch.clone());
-            }
-        }
+                    .map(|s| match s {
+                        Slot::Array(buf, shape) => CudaArg::Array {
+                            buf,
+                            offset: 0,
+                            shape,
+                        },
+                        Slot::Uniform(c) => CudaArg::Uniform(*c),
+                    })
+                    .collect();
+                let mut l = gpu
+                    .launch_buffers_prepared(&prog, &args, shape)
+                    .map_err(runtime_err)?;
+                l.enqueue().map_err(runtime_err)?;
+                let launch = l.launch().shape().to_vec();
+                Ok((l.into_outputs(), launch))
+            },
+        )
     }
 
     /// [`Plan::run`] of program `name` of `m` on a CPU device, with the arrays kept in kernel
@@ -289,44 +286,66 @@ impl Plan {
         ins: &[Input],
         shape: Option<&[usize]>,
     ) -> Result<(Vec<HostArray>, u64), CliError> {
-        let err = |e: weft_runtime::RuntimeError| -> CliError { format!("error: {e}").into() };
-        let prog = cpu.prepare(m, name).map_err(err)?;
-        let mut cur: Vec<Slot> = ins
+        let prog = cpu.prepare(m, name).map_err(runtime_err)?;
+        self.run_resident(
+            ins,
+            |a| Ok(HostBuffer::from_host_array(a)),
+            |cur| {
+                let args: Vec<BufArg> = cur
+                    .iter()
+                    .map(|s| match s {
+                        Slot::Array(buf, shape) => BufArg::Array {
+                            buf,
+                            offset: 0,
+                            shape,
+                        },
+                        Slot::Uniform(c) => BufArg::Uniform(*c),
+                    })
+                    .collect();
+                let mut l = cpu
+                    .launch_buffers_prepared(&prog, &args, shape)
+                    .map_err(runtime_err)?;
+                l.run().map_err(runtime_err)?;
+                let launch = l.shape().to_vec();
+                Ok((l.into_outputs(), launch))
+            },
+        )
+    }
+
+    /// The loop of [`Plan::run_cpu`] and [`Plan::run_cuda`] over device buffers `B`: `put`
+    /// stores an input array once, `step` launches over the current arguments (giving the
+    /// outputs and the launch shape); only the `--until` output is read back after each
+    /// step, every output at the end. Outputs are fed back as they are: moved, or cloned
+    /// when one output feeds several inputs.
+    fn run_resident<B: Clone + ReadBack>(
+        &self,
+        ins: &[Input],
+        mut put: impl FnMut(&HostArray) -> Result<B, CliError>,
+        mut step: impl FnMut(&[Slot<B>]) -> Result<(Vec<B>, Vec<usize>), CliError>,
+    ) -> Result<(Vec<HostArray>, u64), CliError> {
+        let mut cur: Vec<Slot<B>> = ins
             .iter()
             .map(|i| match i {
-                Input::Array(a) => Slot::Array(HostBuffer::from_host_array(a), a.shape.clone()),
-                Input::Uniform(c) => Slot::Uniform(*c),
+                Input::Array(a) => Ok(Slot::Array(put(a)?, a.shape.clone())),
+                Input::Uniform(c) => Ok(Slot::Uniform(*c)),
             })
-            .collect();
+            .collect::<Result<_, CliError>>()?;
         let mut k = 0;
         loop {
-            let args: Vec<BufArg> = cur
-                .iter()
-                .map(|s| match s {
-                    Slot::Array(buf, shape) => BufArg::Array {
-                        buf,
-                        offset: 0,
-                        shape,
-                    },
-                    Slot::Uniform(c) => BufArg::Uniform(*c),
-                })
-                .collect();
-            let mut l = cpu
-                .launch_buffers_prepared(&prog, &args, shape)
-                .map_err(err)?;
-            l.run().map_err(err)?;
-            let launch = l.shape().to_vec();
-            let outs = l.into_outputs();
-            drop(args);
+            let (outs, launch) = step(&cur)?;
             k += 1;
-            let done = self
-                .until
-                .is_some_and(|(o, tol)| max_f64_buffer(&outs[o]) < tol);
+            let done = match self.until {
+                Some((o, tol)) => max_f64_buffer(&*outs[o].read()?) < tol,
+                None => false,
+            };
             if done || k == self.max {
-                let arrays = outs.iter().map(|b| b.to_host_array(&launch)).collect();
+                let arrays = outs
+                    .iter()
+                    .map(|b| Ok(b.read()?.to_host_array(&launch)))
+                    .collect::<Result<_, CliError>>()?;
                 return Ok((arrays, k));
             }
-            let mut outs: Vec<Option<HostBuffer>> = outs.into_iter().map(Some).collect();
+            let mut outs: Vec<Option<B>> = outs.into_iter().map(Some).collect();
             for (n, &(o, i)) in self.feeds.iter().enumerate() {
                 let again = self.feeds[n + 1..].iter().any(|&(o2, _)| o2 == o);
                 let b = if again {
