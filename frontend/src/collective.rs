@@ -7,19 +7,20 @@
 //! on the device, thread count or launch geometry, so every device gives the same bits,
 //! floating-point sums included.
 //!
-//! The built-in reductions, whose combiners commute, run in passes of fan-in [`FANIN`]:
-//! each pass combines `FANIN` equal contiguous segments of the current array element-wise
-//! (varying inputs viewed in place: contiguous loads on the CPU, coalesced ones on a GPU),
-//! leaving a `FANIN`-times shorter array; the elements left over by a pass (fewer than
-//! `FANIN`) are kept on the host, and when at most `FANIN` partials remain one host-side fold
-//! combines them, then the left-overs from the last pass back to the first.
+//! Every reduction runs in levels (docs/semantics.md, "Reductions"): a level cuts its `n`
+//! elements into blocks of [`SEGMENT`] = [`LANES`] columns × [`RUN`] rows, folds each column
+//! left to right, combines a block's columns pairwise (column `j` with `j + o` for `o` = 1,
+//! 2, 4, 8, 16, `j` a multiple of `2o`), and the blocks' results, in order, are the next
+//! level's elements, until one is left. The built-in reductions, whose combiners commute,
+//! interleave a block's columns (column `j` holds elements `j, j + 32, …`: consecutive
+//! columns read consecutive elements, vector loads on the CPU and coalesced ones on a GPU);
+//! [`crate::reduce`] with a user combiner, which need not commute, gives column `j` the
+//! contiguous run `64j .. 64j + 64`, so the order of the elements is kept.
 //!
-//! [`crate::reduce`] with a user combiner, which need not commute, keeps the order of the
-//! elements: each level cuts the array into segments of [`SEGMENT`] elements and each
-//! segment into [`LANES`] contiguous runs of [`RUN`]; `reduce.lanes` folds each run left to
-//! right (launch shape `[segments, LANES]`), `reduce.tree` combines a segment's runs pairwise
-//! (run `j` with run `j + o` for `o` = 1, 2, 4, 8, 16, `j` a multiple of `2o`), and the
-//! segments' results are the next level's elements, until one is left.
+//! A level is one launch of `reduce.block` (a launch element per block) on the CPU when it
+//! has few blocks, else `reduce.cols` (a launch element per column, shape `[blocks, LANES]`)
+//! then `reduce.tree` (a launch element per block): the same combinations in the same order,
+//! so the choice never changes a bit.
 
 use crate::array::{Array, ArrayData};
 use crate::device::Device;
@@ -28,22 +29,38 @@ use crate::exec::{prepare, run_arrays, ArgVal};
 use crate::scalar::{Elem, Scalar};
 use std::sync::Arc;
 use weft_ir::builder::ProgramBuilder;
-use weft_ir::interp::Arg;
 use weft_ir::{Boundary, Const, Module, Opcode, ScalarType, Type};
 
-/// The fan-in of the built-in reductions' passes, on every device (the module docs). 16:
-/// on a GPU each thread reads 16 coalesced streams and the first pass writes 1/16 of what it
-/// reads; on the CPU more input streams per thread read memory more slowly.
-pub const FANIN: usize = 16;
-
-/// Runs per segment of a user-combiner reduction (the module docs; docs/semantics.md).
+/// Columns per block of every reduction's tree (docs/semantics.md, "Reductions"); also the
+/// width of a GPU warp, so a level's columns are one warp's threads.
 pub const LANES: usize = 32;
 
-/// Elements per run of a full segment.
+/// Rows per block: the elements of each column of a full block.
 pub const RUN: usize = 64;
 
-/// Elements per segment of the reduction tree: [`LANES`] × [`RUN`].
+/// Elements per block of the reduction tree: [`LANES`] × [`RUN`].
 pub const SEGMENT: usize = LANES * RUN;
+
+/// Elements a column loop of `reduce.cols` loads before combining them, so that a GPU
+/// thread has that many loads in flight (combined in order afterwards: same bits).
+const CHUNK: usize = 8;
+
+/// Largest number of blocks a CPU level reduces with the fused `reduce.block` program (one
+/// launch per level); larger levels, and every level on a GPU, run `reduce.cols` then
+/// `reduce.tree`, whose columns are consecutive launch elements (vector loads on the CPU,
+/// coalesced ones on a GPU). Both compute the same combinations in the same order.
+const FUSED_BLOCKS: usize = 16;
+
+/// Which elements of a block a column holds (docs/semantics.md, "Reductions").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Order {
+    /// Column `j` holds elements `j, j + LANES, j + 2·LANES, …` of its block: the built-in
+    /// reductions, whose combiners commute.
+    Interleaved,
+    /// Column `j` holds elements `RUN·j .. RUN·j + RUN` of its block: `reduce` with a user
+    /// combiner, which need not commute.
+    Runs,
+}
 
 /// A combiner: program `name` of `module` with `2k` inputs and `k` outputs of the state types.
 #[derive(Clone)]
@@ -98,8 +115,8 @@ fn list(ts: &[Type]) -> String {
         .join(", ")
 }
 
-/// How the first pass turns an element into a state: as it is, or through a map program
-/// taking the element (and, when `with_index`, its i64 position) to the state.
+/// How the first level turns an element into a state: as it is, or through a map program
+/// taking the element (and, when `with_index`, its i64 row-major position) to the state.
 struct MapFn {
     module: Module,
     name: String,
@@ -130,8 +147,8 @@ fn built(b: ProgramBuilder) -> Result<Module> {
     b.finish_module().map_err(Error::invalid)
 }
 
-/// Generated programs, built once per (combiner, map, order, program): building and
-/// verifying them cost more host time than a GPU pass over 2^21 elements. At most
+/// Generated programs, built once per (combiner, map, kind, element types): building and
+/// verifying them cost more host time than a GPU level over 2^21 elements. At most
 /// [`PASSES_CAPACITY`] are kept (the cache starts over when full), so a process reducing with
 /// many combiners does not grow without bound.
 type Cache = std::sync::Mutex<std::collections::HashMap<CacheKey, Arc<Module>>>;
@@ -140,14 +157,12 @@ type CacheKey = (u64, u64, Kind, Vec<Type>);
 /// Which generated program a cache entry is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Kind {
-    /// `reduce.pass` of fan-in `k`.
-    Pass(usize),
-    /// `reduce.final` folding `len` states.
-    Fold(usize),
-    /// `reduce.lanes`.
-    Lanes,
-    /// `reduce.tree`.
-    Tree,
+    /// `reduce.cols`: one launch element per column.
+    Cols(Order),
+    /// `reduce.tree`: one launch element per block, over `reduce.cols`'s columns.
+    Tree(Order),
+    /// `reduce.block`: one launch element per block, columns and tree fused.
+    Block(Order),
 }
 static PASSES: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
 
@@ -206,227 +221,287 @@ fn array_params(
         .collect()
 }
 
-/// `reduce.lanes` (launch shape `[segments, LANES]`): element `(s, j)` folds run `j` of
-/// segment `s` of the `n` elements of the 1-D arrays `x0 …` (one per state component: the
-/// elements, or the previous level's states) left to right with the combiner. A run with
-/// no elements gives zeros, which `reduce.tree` never reads.
-fn lanes_program(c: &Combiner, elems: &[Type]) -> Result<Module> {
-    let mut b = ProgramBuilder::new("reduce.lanes");
-    let xs = array_params(&mut b, "x", 1, elems)?;
-    let n = b.uniform("n", Type::i64());
-    let idx = b.index(Type::tuple(ScalarType::I64, 2).expect("2 lanes"));
-    let s = b.extract(idx, 0);
-    let j = b.extract(idx, 1);
-    let seg = i64c(&mut b, SEGMENT);
-    let seg_start = b.op(Opcode::Mul, &[s, seg]);
-    let seg_stop = b.op(Opcode::Add, &[seg_start, seg]);
-    let seg_end = b.op(Opcode::Min, &[seg_stop, n]);
-    let run = i64c(&mut b, RUN);
-    let off = b.op(Opcode::Mul, &[j, run]);
-    let start = b.op(Opcode::Add, &[seg_start, off]);
-    let stop = b.op(Opcode::Add, &[start, run]);
-    let end = b.op(Opcode::Min, &[stop, seg_end]);
-    let step = i64c(&mut b, 1);
-    let cp = c.program().clone();
-    let item = |b: &mut ProgramBuilder, p: weft_ir::Value| -> Vec<weft_ir::Value> {
+/// What a level program reads: its input arrays `x0 …` (one per element component) and the
+/// first level's map, if any.
+struct Source {
+    xs: Vec<weft_ir::Value>,
+    map: Option<(weft_ir::Program, bool)>,
+}
+
+impl Source {
+    /// Declares the inputs of a level over elements of `elems` (the reduction's elements
+    /// when `map` is given, else the previous level's states) and the uniform count `n`.
+    fn declare(
+        b: &mut ProgramBuilder,
+        map: Option<&MapFn>,
+        elems: &[Type],
+    ) -> Result<(Source, weft_ir::Value)> {
+        let xs = array_params(b, "x", 1, elems)?;
+        let n = b.uniform("n", Type::i64());
+        let map = map.map(|m| {
+            let p = m.module.get(&m.name).expect("checked").clone();
+            (p, m.with_index)
+        });
+        Ok((Source { xs, map }, n))
+    }
+
+    /// The state of element `p` (i64) of the level.
+    fn item(&self, b: &mut ProgramBuilder, p: weft_ir::Value) -> Vec<weft_ir::Value> {
         let at = b.cast(p, Type::i32());
-        xs.iter().map(|&x| b.read(x, at)).collect()
-    };
+        let mut xs: Vec<weft_ir::Value> = self.xs.iter().map(|&x| b.read(x, at)).collect();
+        match &self.map {
+            None => xs,
+            Some((mp, with_index)) => {
+                if *with_index {
+                    xs.push(p);
+                }
+                b.call(mp, &xs)
+            }
+        }
+    }
+}
+
+/// The block of launch element `s`: its first element and its length (`min(n − start,
+/// SEGMENT)`), as i64 values.
+fn block_of(
+    b: &mut ProgramBuilder,
+    s: weft_ir::Value,
+    n: weft_ir::Value,
+) -> (weft_ir::Value, weft_ir::Value) {
+    let seg = i64c(b, SEGMENT);
+    let start = b.op(Opcode::Mul, &[s, seg]);
+    let left = b.op(Opcode::Sub, &[n, start]);
+    let len = b.op(Opcode::Min, &[left, seg]);
+    (start, len)
+}
+
+/// Column `j` (i64) of the block at `start` of length `len`: its first element, the end of
+/// its elements and the step between them.
+fn column(
+    b: &mut ProgramBuilder,
+    order: Order,
+    start: weft_ir::Value,
+    len: weft_ir::Value,
+    j: weft_ir::Value,
+) -> (weft_ir::Value, weft_ir::Value, usize) {
+    let end = b.op(Opcode::Add, &[start, len]);
+    match order {
+        Order::Interleaved => (b.op(Opcode::Add, &[start, j]), end, LANES),
+        Order::Runs => {
+            let run = i64c(b, RUN);
+            let off = b.op(Opcode::Mul, &[j, run]);
+            let first = b.op(Opcode::Add, &[start, off]);
+            let stop = b.op(Opcode::Add, &[first, run]);
+            (first, b.op(Opcode::Min, &[stop, end]), 1)
+        }
+    }
+}
+
+/// The number of columns of a block of length `len` that hold an element.
+fn present(b: &mut ProgramBuilder, order: Order, len: weft_ir::Value) -> weft_ir::Value {
+    match order {
+        Order::Interleaved => {
+            let lanes = i64c(b, LANES);
+            b.op(Opcode::Min, &[len, lanes])
+        }
+        Order::Runs => {
+            let r1 = i64c(b, RUN - 1);
+            let run = i64c(b, RUN);
+            let up = b.op(Opcode::Add, &[len, r1]);
+            b.op(Opcode::Div, &[up, run])
+        }
+    }
+}
+
+/// `vars ← comb(vars, x)`.
+fn combine_into(
+    b: &mut ProgramBuilder,
+    comb: &weft_ir::Program,
+    vars: &[weft_ir::builder::Variable],
+    x: &[weft_ir::Value],
+) {
+    let mut args: Vec<weft_ir::Value> = vars.iter().map(|&v| b.use_var(v)).collect();
+    args.extend(x);
+    let r = b.call(comb, &args);
+    for (&v, x) in vars.iter().zip(r) {
+        b.def_var(v, x);
+    }
+}
+
+/// Folds the elements `first, first + step, …` before `end` left to right into new
+/// variables `{tag}_{q}` (zeros when there is none), loading `chunk` elements at a time
+/// before combining them.
+fn fold_column(
+    b: &mut ProgramBuilder,
+    c: &Combiner,
+    src: &Source,
+    tag: &str,
+    (first, end, step): (weft_ir::Value, weft_ir::Value, usize),
+    chunk: usize,
+) -> Vec<weft_ir::builder::Variable> {
+    let cp = c.program().clone();
     let vars: Vec<weft_ir::builder::Variable> = c
         .state
         .iter()
         .enumerate()
         .map(|(q, &t)| {
-            let v = b.declare_var(&format!("acc{q}"), t);
+            let v = b.declare_var(&format!("{tag}_{q}"), t);
             let z = b.constant(Const::zero(t));
             b.def_var(v, z);
             v
         })
         .collect();
-    let has = b.op(Opcode::Lt, &[start, end]);
+    let has = b.op(Opcode::Lt, &[first, end]);
     b.if_(has, |b| {
-        let first = item(b, start);
-        for (&v, x) in vars.iter().zip(first) {
+        let x = src.item(b, first);
+        for (&v, x) in vars.iter().zip(x) {
             b.def_var(v, x);
         }
-        let next = b.op(Opcode::Add, &[start, step]);
-        b.for_range(next, end, step, |b, p| {
-            let mut args: Vec<weft_ir::Value> = vars.iter().map(|&v| b.use_var(v)).collect();
-            args.extend(item(b, p));
-            let r = b.call(&cp, &args);
-            for (&v, x) in vars.iter().zip(r) {
-                b.def_var(v, x);
-            }
+        let stepc = i64c(b, step);
+        let mut next = b.op(Opcode::Add, &[first, stepc]);
+        if chunk > 1 {
+            // Whole chunks first: `full` chunks of `chunk` elements from `next`.
+            let zero = i64c(b, 0);
+            let span = b.op(Opcode::Sub, &[end, next]);
+            let span = b.op(Opcode::Max, &[span, zero]);
+            let wide = i64c(b, step * chunk);
+            let full = b.op(Opcode::Div, &[span, wide]);
+            let len = b.op(Opcode::Mul, &[full, wide]);
+            let chunk_end = b.op(Opcode::Add, &[next, len]);
+            b.for_range(next, chunk_end, wide, |b, q| {
+                let xs: Vec<Vec<weft_ir::Value>> = (0..chunk)
+                    .map(|i| {
+                        let off = i64c(b, i * step);
+                        let p = b.op(Opcode::Add, &[q, off]);
+                        src.item(b, p)
+                    })
+                    .collect();
+                for x in xs {
+                    combine_into(b, &cp, &vars, &x);
+                }
+            });
+            next = chunk_end;
+        }
+        b.for_range(next, end, stepc, |b, p| {
+            let x = src.item(b, p);
+            combine_into(b, &cp, &vars, &x);
         });
     });
+    vars
+}
+
+/// Combines `cols` (one group of state variables per column) pairwise — column `j` with
+/// column `j + o` for `o` = 1, 2, 4, 8, 16 and `j` a multiple of `2o` — skipping columns
+/// `≥ present`; the result is in `cols[0]`.
+fn tree(
+    b: &mut ProgramBuilder,
+    c: &Combiner,
+    cols: &[Vec<weft_ir::builder::Variable>],
+    present: weft_ir::Value,
+) {
+    let cp = c.program().clone();
+    let mut o = 1;
+    while o < LANES {
+        for j in (0..LANES).step_by(2 * o) {
+            let jo = i64c(b, j + o);
+            let cond = b.op(Opcode::Lt, &[jo, present]);
+            let (dst, src) = (&cols[j], &cols[j + o]);
+            b.if_(cond, |b| {
+                let x: Vec<weft_ir::Value> = src.iter().map(|&v| b.use_var(v)).collect();
+                combine_into(b, &cp, dst, &x);
+            });
+        }
+        o *= 2;
+    }
+}
+
+/// Finishes a level program whose state is in `vars`: outputs `s0 …`, the combiner (and map)
+/// merged in, verified.
+fn finish_level(
+    mut b: ProgramBuilder,
+    c: &Combiner,
+    map: Option<&MapFn>,
+    vars: &[weft_ir::builder::Variable],
+) -> Result<Module> {
     for (q, &v) in vars.iter().enumerate() {
         let x = b.use_var(v);
         b.output(&format!("s{q}"), x);
     }
     let mut m = built(b)?;
     merge(&mut m, &c.module);
-    weft_ir::verify_module(&m).map_err(Error::invalid)?;
-    Ok(m)
-}
-
-/// `reduce.tree` (launch shape `[segments]`): element `s` combines the lanes of segment `s`
-/// (read from the `[segments, LANES]` arrays `p0 …` of `reduce.lanes`) pairwise — lane `j`
-/// with lane `j + o` for `o` = 1, 2, 4, 8, 16 and `j` a multiple of `2o` — skipping lanes
-/// that hold no element of the `n`.
-fn tree_program(c: &Combiner) -> Result<Module> {
-    let mut b = ProgramBuilder::new("reduce.tree");
-    let ps = array_params(&mut b, "p", 2, &c.state)?;
-    let n = b.uniform("n", Type::i64());
-    let s = b.index(Type::i64());
-    let seg = i64c(&mut b, SEGMENT);
-    let seg_start = b.op(Opcode::Mul, &[s, seg]);
-    let left = b.op(Opcode::Sub, &[n, seg_start]);
-    let len = b.op(Opcode::Min, &[left, seg]);
-    let r1 = i64c(&mut b, RUN - 1);
-    let run = i64c(&mut b, RUN);
-    let up = b.op(Opcode::Add, &[len, r1]);
-    let present = b.op(Opcode::Div, &[up, run]);
-    let s32 = b.cast(s, Type::i32());
-    let coord_t = Type::tuple(ScalarType::I32, 2).expect("2 lanes");
-    let cp = c.program().clone();
-    let mut vars: Vec<Vec<weft_ir::builder::Variable>> = Vec::new();
-    for j in 0..LANES {
-        let jc = b.constant(Const::scalar(ScalarType::I32, j as u64));
-        let at = b.tuple(&[s32, jc]);
-        debug_assert_eq!(b.program().ty(at), coord_t);
-        let lane: Vec<weft_ir::builder::Variable> = ps
-            .iter()
-            .enumerate()
-            .map(|(q, &p)| {
-                let v = b.declare_var(&format!("l{j}_{q}"), c.state[q]);
-                let x = b.read(p, at);
-                b.def_var(v, x);
-                v
-            })
-            .collect();
-        vars.push(lane);
-    }
-    let mut o = 1;
-    while o < LANES {
-        for j in (0..LANES).step_by(2 * o) {
-            let jo = i64c(&mut b, j + o);
-            let cond = b.op(Opcode::Lt, &[jo, present]);
-            let (dst, src) = (vars[j].clone(), vars[j + o].clone());
-            b.if_(cond, |b| {
-                let mut args: Vec<weft_ir::Value> = dst.iter().map(|&v| b.use_var(v)).collect();
-                args.extend(src.iter().map(|&v| b.use_var(v)));
-                let r = b.call(&cp, &args);
-                for (&v, x) in dst.iter().zip(r) {
-                    b.def_var(v, x);
-                }
-            });
-        }
-        o *= 2;
-    }
-    for (q, &v) in vars[0].iter().enumerate() {
-        let x = b.use_var(v);
-        b.output(&format!("s{q}"), x);
-    }
-    let mut m = built(b)?;
-    merge(&mut m, &c.module);
-    weft_ir::verify_module(&m).map_err(Error::invalid)?;
-    Ok(m)
-}
-
-/// The pass program `@reduce.pass`: `K` groups of state inputs (or, with `map`, `K`
-/// elements of `elem` and uniforms `base` and `seg`), folded left with the combiner.
-fn pass_program(c: &Combiner, map: Option<(&MapFn, Type)>, k: usize) -> Result<Module> {
-    let mut b = ProgramBuilder::new("reduce.pass");
-    let cp = c.program().clone();
-    let mut groups: Vec<Vec<weft_ir::Value>> = Vec::new();
-    match map {
-        None => {
-            for j in 0..k {
-                groups.push(
-                    c.state
-                        .iter()
-                        .enumerate()
-                        .map(|(s, &t)| b.varying(&format!("x{j}_{s}"), t))
-                        .collect(),
-                );
-            }
-        }
-        Some((mf, elem)) => {
-            let xs: Vec<weft_ir::Value> =
-                (0..k).map(|j| b.varying(&format!("x{j}"), elem)).collect();
-            let base = b.uniform("base", Type::i64());
-            let seg = b.uniform("seg", Type::i64());
-            let mp = mf.module.get(&mf.name).expect("checked").clone();
-            let idx = b.index(Type::i64());
-            for (j, &x) in xs.iter().enumerate() {
-                let mut args = vec![x];
-                if mf.with_index {
-                    let jj = b.constant(Const::scalar(ScalarType::I64, j as u64));
-                    let off = b.op(Opcode::Mul, &[jj, seg]);
-                    let i0 = b.op(Opcode::Add, &[idx, base]);
-                    args.push(b.op(Opcode::Add, &[i0, off]));
-                }
-                groups.push(b.call(&mp, &args));
-            }
-        }
-    }
-    fold_left(&mut b, &cp, &groups);
-    let mut m = built(b)?;
-    merge(&mut m, &c.module);
-    if let Some((mf, _)) = map {
+    if let Some(mf) = map {
         merge(&mut m, &mf.module);
     }
     weft_ir::verify_module(&m).map_err(Error::invalid)?;
     Ok(m)
 }
 
-/// Folds `states` left with the combiner on the interpreter (one element run).
-fn fold_host(c: &Combiner, states: &[Vec<Const>]) -> Result<Vec<Const>> {
-    if states.len() == 1 {
-        return Ok(states[0].clone());
-    }
-    let m = cached(c, None, Kind::Fold(states.len()), &[], || {
-        fold_program(c, states.len())
-    })?;
-    let args: Vec<Arg> = states.iter().flatten().map(|&c| Arg::Value(c)).collect();
-    Ok(weft_ir::Interpreter::new(&m).run_element("reduce.final", &args, &[0], &[1])?)
+/// `reduce.cols` (launch shape `[blocks, LANES]`): element `(s, j)` folds column `j` of
+/// block `s` of the level's `n` elements left to right. A column with no element gives
+/// zeros, which `reduce.tree` never reads.
+fn cols_program(c: &Combiner, map: Option<&MapFn>, order: Order, elems: &[Type]) -> Result<Module> {
+    let mut b = ProgramBuilder::new("reduce.cols");
+    let (src, n) = Source::declare(&mut b, map, elems)?;
+    let idx = b.index(Type::tuple(ScalarType::I64, 2).expect("2 lanes"));
+    let s = b.extract(idx, 0);
+    let j = b.extract(idx, 1);
+    let (start, len) = block_of(&mut b, s, n);
+    let col = column(&mut b, order, start, len, j);
+    let vars = fold_column(&mut b, c, &src, "acc", col, CHUNK);
+    finish_level(b, c, map, &vars)
 }
 
-/// The host fold's program: `len` groups of uniform states folded left with the combiner.
-fn fold_program(c: &Combiner, len: usize) -> Result<Module> {
-    let mut b = ProgramBuilder::new("reduce.final");
-    let cp = c.program().clone();
-    let ins: Vec<Vec<weft_ir::Value>> = (0..len)
+/// `reduce.tree` (launch shape `[blocks]`): element `s` combines the columns of block `s`
+/// (read from the `[blocks, LANES]` arrays `p0 …` of `reduce.cols`) with [`tree`].
+fn tree_program(c: &Combiner, order: Order) -> Result<Module> {
+    let mut b = ProgramBuilder::new("reduce.tree");
+    let ps = array_params(&mut b, "p", 2, &c.state)?;
+    let n = b.uniform("n", Type::i64());
+    let s = b.index(Type::i64());
+    let (_, len) = block_of(&mut b, s, n);
+    let present = present(&mut b, order, len);
+    let s32 = b.cast(s, Type::i32());
+    let cols: Vec<Vec<weft_ir::builder::Variable>> = (0..LANES)
         .map(|j| {
-            c.state
-                .iter()
+            let jc = b.constant(Const::scalar(ScalarType::I32, j as u64));
+            let at = b.tuple(&[s32, jc]);
+            ps.iter()
                 .enumerate()
-                .map(|(s, &t)| b.uniform(&format!("u{j}_{s}"), t))
+                .map(|(q, &p)| {
+                    let v = b.declare_var(&format!("l{j}_{q}"), c.state[q]);
+                    let x = b.read(p, at);
+                    b.def_var(v, x);
+                    v
+                })
                 .collect()
         })
         .collect();
-    fold_left(&mut b, &cp, &ins);
-    let mut m = built(b)?;
-    merge(&mut m, &c.module);
-    // Inlined once here, so each host fold's interpreter runs the module as it is instead of
-    // copying it to merge repeated calls (exact: inlining keeps every bit).
-    weft_ir::passes::run_pipeline(&mut m, "inline")
-        .map_err(|e| Error::invalid_message(format!("inlining the host fold: {e}")))?;
-    Ok(m)
+    tree(&mut b, c, &cols, present);
+    finish_level(b, c, None, &cols[0])
 }
 
-/// Emits `comb(…comb(comb(g0, g1), g2)…, gn)` over groups of state values and makes the
-/// result the outputs `s0 …`.
-fn fold_left(b: &mut ProgramBuilder, comb: &weft_ir::Program, groups: &[Vec<weft_ir::Value>]) {
-    let mut acc = groups[0].clone();
-    for g in &groups[1..] {
-        let mut args = acc.clone();
-        args.extend(g);
-        acc = b.call(comb, &args);
-    }
-    for (s, v) in acc.into_iter().enumerate() {
-        b.output(&format!("s{s}"), v);
-    }
+/// `reduce.block` (launch shape `[blocks]`): element `s` folds every column of block `s`
+/// and combines them with [`tree`] — `reduce.cols` and `reduce.tree` in one launch.
+fn block_program(
+    c: &Combiner,
+    map: Option<&MapFn>,
+    order: Order,
+    elems: &[Type],
+) -> Result<Module> {
+    let mut b = ProgramBuilder::new("reduce.block");
+    let (src, n) = Source::declare(&mut b, map, elems)?;
+    let s = b.index(Type::i64());
+    let (start, len) = block_of(&mut b, s, n);
+    let cols: Vec<Vec<weft_ir::builder::Variable>> = (0..LANES)
+        .map(|j| {
+            let jc = i64c(&mut b, j);
+            let col = column(&mut b, order, start, len, jc);
+            fold_column(&mut b, c, &src, &format!("c{j}"), col, 1)
+        })
+        .collect();
+    let present = present(&mut b, order, len);
+    tree(&mut b, c, &cols, present);
+    finish_level(b, c, map, &cols[0])
 }
 
 /// A 1-D view of elements `lo .. lo + n` of a contiguous array.
@@ -453,9 +528,16 @@ fn host_states(cur: &[ArrayData], lo: usize, n: usize) -> Result<Vec<Vec<Const>>
         .collect())
 }
 
-/// Reduces all elements of `data` (row-major) on `dev` with a combiner that need not
-/// commute, in the order of the elements (the module docs); `None` for an empty array.
-fn reduce_ordered(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<Option<Vec<Const>>> {
+/// Reduces all elements of `data` (row-major) on `dev` with combiner `c` in `order`, mapped
+/// first through `map` if given (the module docs; docs/semantics.md, "Reductions"): levels
+/// of blocks of [`SEGMENT`] elements, until one state is left. `None` for an empty array.
+fn reduce_tree(
+    dev: &Device,
+    c: &Combiner,
+    map: Option<&MapFn>,
+    order: Order,
+    data: &ArrayData,
+) -> Result<Option<Vec<Const>>> {
     let total = data.len();
     if total == 0 {
         return Ok(None);
@@ -468,122 +550,42 @@ fn reduce_ordered(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<Option
     let d = data.contiguous_view()?;
     let mut cur: Vec<ArrayData> = vec![view(&d, 0, total)];
     let mut n = total;
+    let mut map = map;
+    let fused = if dev.is_cuda() { 0 } else { FUSED_BLOCKS };
     let run = |m: &Arc<Module>, name: &str, args: Vec<ArgVal>, shape: &[usize]| {
         let l = prepare(m, name, args, Some(shape))?;
         run_arrays(dev, &l)
     };
-    let tree = cached(c, None, Kind::Tree, &c.state, || tree_program(c))?;
     loop {
         let elems: Vec<Type> = cur.iter().map(|a| a.elem).collect();
-        let lanes = cached(c, None, Kind::Lanes, &elems, || lanes_program(c, &elems))?;
-        let segments = n.div_ceil(SEGMENT);
+        let blocks = n.div_ceil(SEGMENT);
         let nc = ArgVal::Uniform(Const::scalar(ScalarType::I64, n as u64));
         let mut args: Vec<ArgVal> = cur.iter().map(|a| ArgVal::Array(a.clone())).collect();
         args.push(nc.clone());
-        let parts = run(&lanes, "reduce.lanes", args, &[segments, LANES])?;
-        let mut args: Vec<ArgVal> = parts.into_iter().map(ArgVal::Array).collect();
-        args.push(nc);
-        let states = run(&tree, "reduce.tree", args, &[segments])?;
-        if segments == 1 {
-            let mut s = host_states(&states, 0, 1)?;
-            return Ok(s.pop());
+        let states = if blocks <= fused {
+            let m = cached(c, map, Kind::Block(order), &elems, || {
+                block_program(c, map, order, &elems)
+            })?;
+            run(&m, "reduce.block", args, &[blocks])?
+        } else {
+            let cols = cached(c, map, Kind::Cols(order), &elems, || {
+                cols_program(c, map, order, &elems)
+            })?;
+            let parts = run(&cols, "reduce.cols", args, &[blocks, LANES])?;
+            let tree = cached(c, None, Kind::Tree(order), &c.state, || {
+                tree_program(c, order)
+            })?;
+            let mut args: Vec<ArgVal> = parts.into_iter().map(ArgVal::Array).collect();
+            args.push(nc);
+            run(&tree, "reduce.tree", args, &[blocks])?
+        };
+        if blocks == 1 {
+            return Ok(host_states(&states, 0, 1)?.pop());
         }
         cur = states;
-        n = segments;
+        n = blocks;
+        map = None;
     }
-}
-
-/// Reduces all elements of `data` (row-major) on `dev` by passes of fan-in [`FANIN`] (the
-/// module docs); `None` for an empty array.
-fn reduce_core(
-    dev: &Device,
-    c: &Combiner,
-    map: Option<&MapFn>,
-    data: &ArrayData,
-) -> Result<Option<Vec<Const>>> {
-    let n = data.len();
-    if n == 0 {
-        return Ok(None);
-    }
-    let d = data.contiguous_view()?;
-    let k = FANIN;
-    let mut cur: Vec<ArrayData> = vec![view(&d, 0, n)];
-    let mut mapped = map.is_none();
-    let mut tails: Vec<Vec<Vec<Const>>> = Vec::new();
-    let first_prog = |k: usize| -> Result<Arc<Module>> {
-        let mf = map.expect("unmapped only with a map");
-        cached(c, Some(mf), Kind::Pass(k), &[d.elem], || {
-            pass_program(c, Some((mf, d.elem)), k)
-        })
-    };
-    let run_pass = |m: &Arc<Module>, args: Vec<ArgVal>| -> Result<Vec<ArrayData>> {
-        let l = prepare(m, "reduce.pass", args, None)?;
-        run_arrays(dev, &l)
-    };
-    let map_args = |xs: Vec<ArgVal>, base: usize, seg: usize| {
-        let mut a = xs;
-        a.push(ArgVal::Uniform(Const::scalar(ScalarType::I64, base as u64)));
-        a.push(ArgVal::Uniform(Const::scalar(ScalarType::I64, seg as u64)));
-        a
-    };
-    let prof = std::env::var_os("WEFT_REDUCE_PROFILE").is_some();
-    let t0 = std::time::Instant::now();
-    let plain = cached(c, None, Kind::Pass(k), &[], || pass_program(c, None, k))?;
-    loop {
-        let len = cur[0].len();
-        if len <= k {
-            break;
-        }
-        let (seg, rest) = (len / k, len % k);
-        let mut args = Vec::new();
-        for j in 0..k {
-            for a in &cur {
-                args.push(ArgVal::Array(view(a, j * seg, seg)));
-            }
-        }
-        let next = if mapped {
-            run_pass(&plain, args)?
-        } else {
-            run_pass(&first_prog(k)?, map_args(args, 0, seg))?
-        };
-        if rest > 0 {
-            let lo = k * seg;
-            let t = if mapped {
-                host_states(&cur, lo, rest)?
-            } else {
-                let tail = run_pass(
-                    &first_prog(1)?,
-                    map_args(vec![ArgVal::Array(view(&cur[0], lo, rest))], lo, 0),
-                )?;
-                host_states(&tail, 0, rest)?
-            };
-            tails.push(t);
-        }
-        cur = next;
-        mapped = true;
-        if prof {
-            eprintln!("reduce: pass over {len} queued at {:?}", t0.elapsed());
-        }
-    }
-    if !mapped {
-        let len = cur[0].len();
-        cur = run_pass(
-            &first_prog(1)?,
-            map_args(vec![ArgVal::Array(view(&cur[0], 0, len))], 0, 0),
-        )?;
-    }
-    let mut states = host_states(&cur, 0, cur[0].len())?;
-    if prof {
-        eprintln!(
-            "reduce: {} partials on the host at {:?}",
-            states.len(),
-            t0.elapsed()
-        );
-    }
-    for t in tails.into_iter().rev() {
-        states.extend(t);
-    }
-    Ok(Some(fold_host(c, &states)?))
 }
 
 /// A combiner applying `op` lane-wise to two values of `ty` (built once per process).
@@ -634,7 +636,7 @@ fn builtin<const D: usize, T: Elem>(op: Opcode, a: &Array<D, T>) -> Result<Optio
         )));
     }
     let c = builtin_combiner(op, T::ir_type())?;
-    let r = reduce_core(&Device::current(), &c, None, &a.data)?;
+    let r = reduce_tree(&Device::current(), &c, None, Order::Interleaved, &a.data)?;
     Ok(r.map(|s| scalar_const::<T>(&s[0])))
 }
 
@@ -738,7 +740,7 @@ fn arg_reduce<const D: usize, S: Scalar>(a: &Array<D, S>, less: bool) -> Result<
     let ty = a.elem_type();
     let c = arg_combiner(ty, less)?;
     let m = index_map(ty)?;
-    let r = reduce_core(&Device::current(), &c, Some(&m), &a.data)?
+    let r = reduce_tree(&Device::current(), &c, Some(&m), Order::Interleaved, &a.data)?
         .ok_or_else(|| Error::argument(format!("{what} of an empty array")))?;
     Ok((
         S::from_bits(r[0].lane_bits()[0]),
@@ -779,7 +781,7 @@ pub(crate) fn reduce_with<const D: usize, T: Elem>(
             a.elem_type()
         )));
     }
-    let r = reduce_ordered(&Device::current(), &c, &a.data)?
+    let r = reduce_tree(&Device::current(), &c, None, Order::Runs, &a.data)?
         .ok_or_else(|| Error::argument("reduce of an empty array (a combiner has no identity)"))?;
     Ok(scalar_const::<T>(&r[0]))
 }
@@ -821,7 +823,7 @@ pub(crate) fn count_with<const D: usize, T: Elem>(
         with_index: false,
     };
     let c = builtin_combiner(Opcode::Add, Type::scalar(ScalarType::U64))?;
-    let r = reduce_core(&Device::current(), &c, Some(&map), &a.data)?;
+    let r = reduce_tree(&Device::current(), &c, Some(&map), Order::Interleaved, &a.data)?;
     Ok(r.map_or(0, |s| s[0].lane_bits()[0]))
 }
 

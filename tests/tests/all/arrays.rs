@@ -278,3 +278,84 @@ fn user_reductions_keep_the_order_of_the_elements() {
         }
     }
 }
+
+/// Every built-in reduction of every arithmetic element type, at sizes around a column (32),
+/// a block (2048) and the CPU's switch from fused blocks to columns (16 blocks), equals the
+/// interpreter's bits on every device; floats include NaNs, infinities and signed zeros, so
+/// min/max's NaN propagation and arg_min/arg_max's ties are checked too. NaN payloads are
+/// unspecified (docs/semantics.md), so every NaN compares as one value.
+#[test]
+fn every_reduction_of_every_type_equals_the_interpreter() {
+    fn bits<T: weft::Scalar>(x: T) -> u64 {
+        #[allow(clippy::eq_op)]
+        let nan = x != x;
+        if nan {
+            u64::MAX
+        } else {
+            x.to_bits()
+        }
+    }
+    fn check<T: weft::Scalar + weft::Elem>(what: &str, gen: impl Fn(usize) -> T) {
+        for n in [0usize, 1, 2, 31, 33, 1000, 2049, 40_000, 70_001] {
+            let a = Array::from_vec([n], (0..n).map(&gen).collect()).unwrap();
+            type Row = (u64, u64, Option<u64>, Option<u64>, Option<(u64, usize)>, Option<(u64, usize)>);
+            let all = |d: &Device| -> Row {
+                d.scope(|| {
+                    (
+                        bits(sum(&a).unwrap()),
+                        bits(product(&a).unwrap()),
+                        min(&a).ok().map(bits),
+                        max(&a).ok().map(bits),
+                        arg_min(&a).ok().map(|(x, i)| (bits(x), i)),
+                        arg_max(&a).ok().map(|(x, i)| (bits(x), i)),
+                    )
+                })
+            };
+            let want = all(&Device::interp());
+            assert_eq!(want.2.is_none(), n == 0, "{what}: min of {n} elements");
+            for d in devices().iter().skip(1) {
+                assert_eq!(all(d), want, "{what}, n = {n} on {d}");
+            }
+        }
+    }
+    let h = |i: usize| (i.wrapping_mul(2_654_435_761) >> 7) % 2001;
+    check("i8", |i| (h(i) % 251) as i8);
+    check("u8", |i| h(i) as u8);
+    check("i16", |i| h(i) as i16 - 1000);
+    check("u16", |i| h(i) as u16);
+    check("i32", |i| h(i) as i32 - 1000);
+    check("u32", |i| (h(i) as u32).wrapping_mul(2_246_822_519));
+    check("i64", |i| (h(i) as i64 - 1000) << 20);
+    check("u64", |i| h(i) as u64 * 3);
+    let special = |i: usize, x: f64| match i % 997 {
+        13 => f64::NAN,
+        14 => f64::INFINITY,
+        15 => -0.0,
+        16 => 0.0,
+        _ => x,
+    };
+    check("f64", |i| special(i, (h(i) as f64 - 1000.0) * 0.37));
+    check("f32", |i| special(i, (h(i) as f64 - 1000.0) * 0.37) as f32);
+    check("f16", |i| half::f16::from_f64(special(i, (h(i) as f64 - 1000.0) * 0.01)));
+}
+
+/// `count` with a predicate equals the interpreter on every device, also for NaNs.
+#[test]
+fn counts_equal_the_interpreter() {
+    use weft::dsl::{In, Out, Program, Value1f};
+    let pos = Program::record(|| {
+        let x = In::<Value1f>::new();
+        Out::from(x.gt(0.5f32));
+    })
+    .unwrap();
+    for n in [0usize, 1, 33, 2049, 40_000] {
+        let xs: Vec<f32> = (0..n)
+            .map(|i| if i % 101 == 7 { f32::NAN } else { ((i * 7919) % 1000) as f32 * 0.001 })
+            .collect();
+        let want = xs.iter().filter(|&&x| x > 0.5).count() as u64;
+        let a = Array::from_vec([n], xs).unwrap();
+        for d in devices() {
+            assert_eq!(d.scope(|| weft::count(&pos, &a)).unwrap(), want, "n = {n} on {d}");
+        }
+    }
+}
