@@ -223,11 +223,15 @@ fn us(t: f64) -> String {
 /// Entry point of `weft-bench launch`.
 pub fn main(args: &[String]) {
     if let Some(n) = option_value(args, "--sum-loop") {
-        // For profilers: `sum` of 1,024 f32 on the CPU, N times.
+        // For profilers: `sum` of 1,024 (or `--sum-size`) f32 on the CPU, N times.
         let n: usize = n
             .parse()
             .unwrap_or_else(|_| fail(format!("--sum-loop {n}")));
-        let x: Array<1, f32> = ok(Array::from_fn([SMALL], |i| (i % 7) as f32));
+        let size = option_value(args, "--sum-size").map_or(SMALL, |s| {
+            s.parse()
+                .unwrap_or_else(|_| fail(format!("--sum-size {s}")))
+        });
+        let x: Array<1, f32> = ok(Array::from_fn([size], |i| (i % 7) as f32));
         for _ in 0..n {
             std::hint::black_box(ok(sum(&x)));
         }

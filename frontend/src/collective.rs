@@ -7,20 +7,25 @@
 //! on the device, thread count or launch geometry, so every device gives the same bits,
 //! floating-point sums included.
 //!
-//! Every reduction runs in levels (docs/semantics.md, "Reductions"): a level cuts its `n`
-//! elements into blocks of [`SEGMENT`] = [`LANES`] columns × [`RUN`] rows, folds each column
-//! left to right, combines a block's columns pairwise (column `j` with `j + o` for `o` = 1,
-//! 2, 4, 8, 16, `j` a multiple of `2o`), and the blocks' results, in order, are the next
-//! level's elements, until one is left. The built-in reductions, whose combiners commute,
-//! interleave a block's columns (column `j` holds elements `j, j + 32, …`: consecutive
-//! columns read consecutive elements, vector loads on the CPU and coalesced ones on a GPU);
-//! [`crate::reduce`] with a user combiner, which need not commute, gives column `j` the
-//! contiguous run `64j .. 64j + 64`, so the order of the elements is kept.
+//! Reductions run in levels (docs/semantics.md, "Reductions"), each one launch (or two),
+//! none on the host but the read of the result:
+//! - The built-in reductions, whose combiners commute: a level cuts its elements into
+//!   blocks of [`SPAN`] = [`ROWS`] rows × [`COLS`] columns (row-major) and folds each column
+//!   top to bottom (`reduce.level`, a launch element per column: a CPU vector of 8 launch
+//!   elements streams through one block, a GPU warp reads four 32-byte pieces per row). The
+//!   columns' results, in order, are the next level; the last level (one block) combines
+//!   its columns pairwise (`reduce.last`). On the CPU at most [`SMALL`] elements are reduced
+//!   by `reduce.small` in one launch of scalar code.
+//! - [`crate::reduce`] with a user combiner, which need not commute, keeps the order of the
+//!   elements: a level cuts its elements into blocks of [`SEGMENT`] = [`LANES`] runs of
+//!   [`RUN`], folds each run left to right, combines a block's runs pairwise (run `j` with
+//!   `j + o` for `o` = 1, 2, 4, 8, 16, `j` a multiple of `2o`), and the blocks' results, in
+//!   order, are the next level. A level is one launch of `reduce.block` (a launch element
+//!   per block) on the CPU when it has few blocks, else `reduce.cols` (a launch element per
+//!   run, shape `[blocks, LANES]`) then `reduce.tree` (a launch element per block).
 //!
-//! A level is one launch of `reduce.block` (a launch element per block) on the CPU when it
-//! has few blocks, else `reduce.cols` (a launch element per column, shape `[blocks, LANES]`)
-//! then `reduce.tree` (a launch element per block): the same combinations in the same order,
-//! so the choice never changes a bit.
+//! Where a device has a choice of programs, they compute the same combinations in the same
+//! order, so the choice never changes a bit.
 
 use crate::array::{Array, ArrayData};
 use crate::device::Device;
@@ -41,26 +46,33 @@ pub const RUN: usize = 64;
 /// Elements per block of the reduction tree: [`LANES`] × [`RUN`].
 pub const SEGMENT: usize = LANES * RUN;
 
+/// The most elements a reduction takes: positions and block ends are i32.
+pub const MAX_ELEMENTS: usize = i32::MAX as usize - SEGMENT;
+
 /// Elements a column loop of `reduce.cols` loads before combining them, so that a GPU
 /// thread has that many loads in flight (combined in order afterwards: same bits).
 const CHUNK: usize = 8;
 
-/// Largest number of blocks a CPU level reduces with the fused `reduce.block` program (one
-/// launch per level); larger levels, and every level on a GPU, run `reduce.cols` then
-/// `reduce.tree`, whose columns are consecutive launch elements (vector loads on the CPU,
-/// coalesced ones on a GPU). Both compute the same combinations in the same order.
+/// Largest number of blocks a CPU level of a user-combiner reduction reduces with the fused
+/// `reduce.block` program (one launch per level); larger levels, and every level on a GPU,
+/// run `reduce.cols` then `reduce.tree`, whose columns are consecutive launch elements. Both
+/// compute the same combinations in the same order.
 const FUSED_BLOCKS: usize = 16;
 
-/// Which elements of a block a column holds (docs/semantics.md, "Reductions").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Order {
-    /// Column `j` holds elements `j, j + LANES, j + 2·LANES, …` of its block: the built-in
-    /// reductions, whose combiners commute.
-    Interleaved,
-    /// Column `j` holds elements `RUN·j .. RUN·j + RUN` of its block: `reduce` with a user
-    /// combiner, which need not commute.
-    Runs,
-}
+/// Columns of a block of the built-in reductions (docs/semantics.md, "Reductions"): the
+/// CPU compilers' vector width, so a vector of launch elements reads one block's rows, one
+/// after the other, as a contiguous stream.
+pub const COLS: usize = 8;
+
+/// Rows of a full block of the built-in reductions.
+pub const ROWS: usize = 64;
+
+/// Elements of a full block of the built-in reductions: [`COLS`] × [`ROWS`].
+pub const SPAN: usize = COLS * ROWS;
+
+/// Largest element count the CPU reduces with the built-ins' one-launch `reduce.small`
+/// program: two levels, the second of one block.
+const SMALL: usize = SPAN * COLS;
 
 /// A combiner: program `name` of `module` with `2k` inputs and `k` outputs of the state types.
 #[derive(Clone)]
@@ -157,12 +169,18 @@ type CacheKey = (u64, u64, Kind, Vec<Type>);
 /// Which generated program a cache entry is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Kind {
-    /// `reduce.cols`: one launch element per column.
-    Cols(Order),
-    /// `reduce.tree`: one launch element per block, over `reduce.cols`'s columns.
-    Tree(Order),
-    /// `reduce.block`: one launch element per block, columns and tree fused.
-    Block(Order),
+    /// `reduce.level`: one launch element per column of a built-in reduction's level.
+    Level,
+    /// `reduce.small`: a built-in reduction of at most [`SMALL`] elements in one element.
+    Small,
+    /// `reduce.last`: the built-ins' last level, one block of at most [`COLS`] columns.
+    Last,
+    /// `reduce.cols`: one launch element per run of a user-combiner reduction.
+    Cols,
+    /// `reduce.tree`: one launch element per block, over `reduce.cols`'s runs.
+    Tree,
+    /// `reduce.block`: one launch element per block, runs and tree fused.
+    Block,
 }
 static PASSES: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
 
@@ -198,9 +216,11 @@ fn cached(
     Ok(m)
 }
 
-/// `v` as an i64 constant.
-fn i64c(b: &mut ProgramBuilder, v: usize) -> weft_ir::Value {
-    b.constant(Const::scalar(ScalarType::I64, v as u64))
+/// `v` as an i32 constant: positions in a reduction are i32 (at most [`MAX_ELEMENTS`]),
+/// whose vector arithmetic every CPU has (i64 multiplies and minimums are per lane on x86
+/// without AVX-512).
+fn i32c(b: &mut ProgramBuilder, v: usize) -> weft_ir::Value {
+    b.constant(Const::scalar(ScalarType::I32, v as u64))
 }
 
 /// One array parameter `{prefix}{q}` of `dims` axes (clamped) per element type in `elems`.
@@ -237,7 +257,7 @@ impl Source {
         elems: &[Type],
     ) -> Result<(Source, weft_ir::Value)> {
         let xs = array_params(b, "x", 1, elems)?;
-        let n = b.uniform("n", Type::i64());
+        let n = b.uniform("n", Type::i32());
         let map = map.map(|m| {
             let p = m.module.get(&m.name).expect("checked").clone();
             (p, m.with_index)
@@ -245,15 +265,14 @@ impl Source {
         Ok((Source { xs, map }, n))
     }
 
-    /// The state of element `p` (i64) of the level.
+    /// The state of element `p` (i32) of the level.
     fn item(&self, b: &mut ProgramBuilder, p: weft_ir::Value) -> Vec<weft_ir::Value> {
-        let at = b.cast(p, Type::i32());
-        let mut xs: Vec<weft_ir::Value> = self.xs.iter().map(|&x| b.read(x, at)).collect();
+        let mut xs: Vec<weft_ir::Value> = self.xs.iter().map(|&x| b.read(x, p)).collect();
         match &self.map {
             None => xs,
             Some((mp, with_index)) => {
                 if *with_index {
-                    xs.push(p);
+                    xs.push(b.cast(p, Type::i64()));
                 }
                 b.call(mp, &xs)
             }
@@ -262,55 +281,41 @@ impl Source {
 }
 
 /// The block of launch element `s`: its first element and its length (`min(n − start,
-/// SEGMENT)`), as i64 values.
+/// SEGMENT)`), as i32 values.
 fn block_of(
     b: &mut ProgramBuilder,
     s: weft_ir::Value,
     n: weft_ir::Value,
 ) -> (weft_ir::Value, weft_ir::Value) {
-    let seg = i64c(b, SEGMENT);
+    let seg = i32c(b, SEGMENT);
     let start = b.op(Opcode::Mul, &[s, seg]);
     let left = b.op(Opcode::Sub, &[n, start]);
     let len = b.op(Opcode::Min, &[left, seg]);
     (start, len)
 }
 
-/// Column `j` (i64) of the block at `start` of length `len`: its first element, the end of
-/// its elements and the step between them.
+/// Run `j` (i32) of the block at `start` of length `len`: its first element, the end of its
+/// elements and the step between them (1).
 fn column(
     b: &mut ProgramBuilder,
-    order: Order,
     start: weft_ir::Value,
     len: weft_ir::Value,
     j: weft_ir::Value,
 ) -> (weft_ir::Value, weft_ir::Value, usize) {
     let end = b.op(Opcode::Add, &[start, len]);
-    match order {
-        Order::Interleaved => (b.op(Opcode::Add, &[start, j]), end, LANES),
-        Order::Runs => {
-            let run = i64c(b, RUN);
-            let off = b.op(Opcode::Mul, &[j, run]);
-            let first = b.op(Opcode::Add, &[start, off]);
-            let stop = b.op(Opcode::Add, &[first, run]);
-            (first, b.op(Opcode::Min, &[stop, end]), 1)
-        }
-    }
+    let run = i32c(b, RUN);
+    let off = b.op(Opcode::Mul, &[j, run]);
+    let first = b.op(Opcode::Add, &[start, off]);
+    let stop = b.op(Opcode::Add, &[first, run]);
+    (first, b.op(Opcode::Min, &[stop, end]), 1)
 }
 
-/// The number of columns of a block of length `len` that hold an element.
-fn present(b: &mut ProgramBuilder, order: Order, len: weft_ir::Value) -> weft_ir::Value {
-    match order {
-        Order::Interleaved => {
-            let lanes = i64c(b, LANES);
-            b.op(Opcode::Min, &[len, lanes])
-        }
-        Order::Runs => {
-            let r1 = i64c(b, RUN - 1);
-            let run = i64c(b, RUN);
-            let up = b.op(Opcode::Add, &[len, r1]);
-            b.op(Opcode::Div, &[up, run])
-        }
-    }
+/// The number of runs of a block of length `len` that hold an element.
+fn present(b: &mut ProgramBuilder, len: weft_ir::Value) -> weft_ir::Value {
+    let r1 = i32c(b, RUN - 1);
+    let run = i32c(b, RUN);
+    let up = b.op(Opcode::Add, &[len, r1]);
+    b.op(Opcode::Div, &[up, run])
 }
 
 /// `vars ← comb(vars, x)`.
@@ -328,6 +333,20 @@ fn combine_into(
     }
 }
 
+/// New variables `{tag}_{q}` for a state of `c`, holding zeros.
+fn state_vars(b: &mut ProgramBuilder, c: &Combiner, tag: &str) -> Vec<weft_ir::builder::Variable> {
+    c.state
+        .iter()
+        .enumerate()
+        .map(|(q, &t)| {
+            let v = b.declare_var(&format!("{tag}_{q}"), t);
+            let z = b.constant(Const::zero(t));
+            b.def_var(v, z);
+            v
+        })
+        .collect()
+}
+
 /// Folds the elements `first, first + step, …` before `end` left to right into new
 /// variables `{tag}_{q}` (zeros when there is none), loading `chunk` elements at a time
 /// before combining them.
@@ -340,38 +359,28 @@ fn fold_column(
     chunk: usize,
 ) -> Vec<weft_ir::builder::Variable> {
     let cp = c.program().clone();
-    let vars: Vec<weft_ir::builder::Variable> = c
-        .state
-        .iter()
-        .enumerate()
-        .map(|(q, &t)| {
-            let v = b.declare_var(&format!("{tag}_{q}"), t);
-            let z = b.constant(Const::zero(t));
-            b.def_var(v, z);
-            v
-        })
-        .collect();
+    let vars = state_vars(b, c, tag);
     let has = b.op(Opcode::Lt, &[first, end]);
     b.if_(has, |b| {
         let x = src.item(b, first);
         for (&v, x) in vars.iter().zip(x) {
             b.def_var(v, x);
         }
-        let stepc = i64c(b, step);
+        let stepc = i32c(b, step);
         let mut next = b.op(Opcode::Add, &[first, stepc]);
         if chunk > 1 {
             // Whole chunks first: `full` chunks of `chunk` elements from `next`.
-            let zero = i64c(b, 0);
+            let zero = i32c(b, 0);
             let span = b.op(Opcode::Sub, &[end, next]);
             let span = b.op(Opcode::Max, &[span, zero]);
-            let wide = i64c(b, step * chunk);
+            let wide = i32c(b, step * chunk);
             let full = b.op(Opcode::Div, &[span, wide]);
             let len = b.op(Opcode::Mul, &[full, wide]);
             let chunk_end = b.op(Opcode::Add, &[next, len]);
             b.for_range(next, chunk_end, wide, |b, q| {
                 let xs: Vec<Vec<weft_ir::Value>> = (0..chunk)
                     .map(|i| {
-                        let off = i64c(b, i * step);
+                        let off = i32c(b, i * step);
                         let p = b.op(Opcode::Add, &[q, off]);
                         src.item(b, p)
                     })
@@ -403,7 +412,7 @@ fn tree(
     let mut o = 1;
     while o < LANES {
         for j in (0..LANES).step_by(2 * o) {
-            let jo = i64c(b, j + o);
+            let jo = i32c(b, j + o);
             let cond = b.op(Opcode::Lt, &[jo, present]);
             let (dst, src) = (&cols[j], &cols[j + o]);
             b.if_(cond, |b| {
@@ -439,32 +448,31 @@ fn finish_level(
 /// `reduce.cols` (launch shape `[blocks, LANES]`): element `(s, j)` folds column `j` of
 /// block `s` of the level's `n` elements left to right. A column with no element gives
 /// zeros, which `reduce.tree` never reads.
-fn cols_program(c: &Combiner, map: Option<&MapFn>, order: Order, elems: &[Type]) -> Result<Module> {
+fn cols_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Module> {
     let mut b = ProgramBuilder::new("reduce.cols");
     let (src, n) = Source::declare(&mut b, map, elems)?;
-    let idx = b.index(Type::tuple(ScalarType::I64, 2).expect("2 lanes"));
+    let idx = b.index(Type::tuple(ScalarType::I32, 2).expect("2 lanes"));
     let s = b.extract(idx, 0);
     let j = b.extract(idx, 1);
     let (start, len) = block_of(&mut b, s, n);
-    let col = column(&mut b, order, start, len, j);
+    let col = column(&mut b, start, len, j);
     let vars = fold_column(&mut b, c, &src, "acc", col, CHUNK);
     finish_level(b, c, map, &vars)
 }
 
 /// `reduce.tree` (launch shape `[blocks]`): element `s` combines the columns of block `s`
 /// (read from the `[blocks, LANES]` arrays `p0 …` of `reduce.cols`) with [`tree`].
-fn tree_program(c: &Combiner, order: Order) -> Result<Module> {
+fn tree_program(c: &Combiner) -> Result<Module> {
     let mut b = ProgramBuilder::new("reduce.tree");
     let ps = array_params(&mut b, "p", 2, &c.state)?;
-    let n = b.uniform("n", Type::i64());
-    let s = b.index(Type::i64());
+    let n = b.uniform("n", Type::i32());
+    let s = b.index(Type::i32());
     let (_, len) = block_of(&mut b, s, n);
-    let present = present(&mut b, order, len);
-    let s32 = b.cast(s, Type::i32());
+    let present = present(&mut b, len);
     let cols: Vec<Vec<weft_ir::builder::Variable>> = (0..LANES)
         .map(|j| {
             let jc = b.constant(Const::scalar(ScalarType::I32, j as u64));
-            let at = b.tuple(&[s32, jc]);
+            let at = b.tuple(&[s, jc]);
             ps.iter()
                 .enumerate()
                 .map(|(q, &p)| {
@@ -485,23 +493,241 @@ fn tree_program(c: &Combiner, order: Order) -> Result<Module> {
 fn block_program(
     c: &Combiner,
     map: Option<&MapFn>,
-    order: Order,
     elems: &[Type],
 ) -> Result<Module> {
     let mut b = ProgramBuilder::new("reduce.block");
     let (src, n) = Source::declare(&mut b, map, elems)?;
-    let s = b.index(Type::i64());
+    let s = b.index(Type::i32());
     let (start, len) = block_of(&mut b, s, n);
     let cols: Vec<Vec<weft_ir::builder::Variable>> = (0..LANES)
         .map(|j| {
-            let jc = i64c(&mut b, j);
-            let col = column(&mut b, order, start, len, jc);
+            let jc = i32c(&mut b, j);
+            let col = column(&mut b, start, len, jc);
             fold_column(&mut b, c, &src, &format!("c{j}"), col, 1)
         })
         .collect();
-    let present = present(&mut b, order, len);
+    let present = present(&mut b, len);
     tree(&mut b, c, &cols, present);
     finish_level(b, c, map, &cols[0])
+}
+
+/// A level's element count after a level over `n > SPAN` elements: [`COLS`] per block, the
+/// last block's columns only as many as it has elements.
+fn level_outputs(n: usize) -> usize {
+    let last = n - (n - 1) / SPAN * SPAN;
+    (n - 1) / SPAN * COLS + last.min(COLS)
+}
+
+/// Emits `⌈(a) / d⌉` for non-negative i32 `a` and constant `d`.
+fn div_up(b: &mut ProgramBuilder, a: weft_ir::Value, d: usize) -> weft_ir::Value {
+    let d1 = i32c(b, d - 1);
+    let dc = i32c(b, d);
+    let up = b.op(Opcode::Add, &[a, d1]);
+    b.op(Opcode::Div, &[up, dc])
+}
+
+/// `reduce.level` (launch shape `[level_outputs(n)]`): element `e` folds column `e mod 8`
+/// of block `⌊e / 8⌋` of the level's `n` elements — its elements `512·b + j + 8·r` for rows
+/// `r` = 0, 1, … — top to bottom. A full block's rows run in a uniform loop, [`CHUNK`] loads
+/// at a time.
+fn level_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Module> {
+    let mut b = ProgramBuilder::new("reduce.level");
+    let (src, n) = Source::declare(&mut b, map, elems)?;
+    let cp = c.program().clone();
+    let e = b.index(Type::i32());
+    let mask = i32c(&mut b, COLS - 1);
+    let j = b.op(Opcode::And, &[e, mask]);
+    let b8 = b.op(Opcode::Sub, &[e, j]);
+    let rows_c = i32c(&mut b, ROWS);
+    let start = b.op(Opcode::Mul, &[b8, rows_c]);
+    let base = b.op(Opcode::Add, &[start, j]);
+    let span = i32c(&mut b, SPAN);
+    let left = b.op(Opcode::Sub, &[n, start]);
+    let len = b.op(Opcode::Min, &[left, span]);
+    let vars = state_vars(&mut b, c, "acc");
+    let x = src.item(&mut b, base);
+    for (&v, x) in vars.iter().zip(x) {
+        b.def_var(v, x);
+    }
+    let one = i32c(&mut b, 1);
+    let cols_c = i32c(&mut b, COLS);
+    let at = |b: &mut ProgramBuilder, r: weft_ir::Value| {
+        let off = b.op(Opcode::Mul, &[r, cols_c]);
+        b.op(Opcode::Add, &[base, off])
+    };
+    let full = b.op(Opcode::Eq, &[len, span]);
+    b.if_else(
+        full,
+        |b| {
+            let chunk = i32c(b, CHUNK);
+            // Rows 1 .. ROWS − CHUNK + 1 in chunks, then the rest one by one.
+            let stop = i32c(b, 1 + (ROWS - 1) / CHUNK * CHUNK);
+            b.for_range(one, stop, chunk, |b, r| {
+                let xs: Vec<Vec<weft_ir::Value>> = (0..CHUNK)
+                    .map(|i| {
+                        let ic = i32c(b, i);
+                        let ri = b.op(Opcode::Add, &[r, ic]);
+                        let p = at(b, ri);
+                        src.item(b, p)
+                    })
+                    .collect();
+                for x in xs {
+                    combine_into(b, &cp, &vars, &x);
+                }
+            });
+            let end = i32c(b, ROWS);
+            b.for_range(stop, end, one, |b, r| {
+                let p = at(b, r);
+                let x = src.item(b, p);
+                combine_into(b, &cp, &vars, &x);
+            });
+            Vec::new()
+        },
+        |b| {
+            // The last block: column j has ⌈(len − j) / 8⌉ rows.
+            let rest = b.op(Opcode::Sub, &[len, j]);
+            let rows = div_up(b, rest, COLS);
+            b.for_range(one, rows, one, |b, r| {
+                let p = at(b, r);
+                let x = src.item(b, p);
+                combine_into(b, &cp, &vars, &x);
+            });
+            Vec::new()
+        },
+    );
+    finish_level(b, c, map, &vars)
+}
+
+/// Combines the columns `cols` of one block pairwise — column `j` with `j + o` for `o` = 1,
+/// 2, 4, `j` a multiple of `2o` — skipping columns `≥ present`; the result is in `cols[0]`.
+fn column_tree(
+    b: &mut ProgramBuilder,
+    c: &Combiner,
+    cols: &[Vec<weft_ir::builder::Variable>],
+    present: weft_ir::Value,
+) {
+    let cp = c.program().clone();
+    let mut o = 1;
+    while o < cols.len() {
+        for j in (0..cols.len()).step_by(2 * o) {
+            let jo = i32c(b, j + o);
+            let cond = b.op(Opcode::Lt, &[jo, present]);
+            let (dst, src) = (&cols[j], &cols[j + o]);
+            b.if_(cond, |b| {
+                let x: Vec<weft_ir::Value> = src.iter().map(|&v| b.use_var(v)).collect();
+                combine_into(b, &cp, dst, &x);
+            });
+        }
+        o *= 2;
+    }
+}
+
+/// `reduce.last` (launch shape `[1]`): the last level, one block of `n ≤ 8` elements — one
+/// per column, `reduce.level`'s outputs — combined with [`column_tree`].
+fn last_program(c: &Combiner, elems: &[Type]) -> Result<Module> {
+    let mut b = ProgramBuilder::new("reduce.last");
+    let (src, n) = Source::declare(&mut b, None, elems)?;
+    let cols: Vec<Vec<weft_ir::builder::Variable>> = (0..COLS)
+        .map(|j| {
+            let vars = state_vars(&mut b, c, &format!("c{j}"));
+            let jc = i32c(&mut b, j);
+            let has = b.op(Opcode::Lt, &[jc, n]);
+            b.if_(has, |b| {
+                let x = src.item(b, jc);
+                for (&v, x) in vars.iter().zip(x) {
+                    b.def_var(v, x);
+                }
+            });
+            vars
+        })
+        .collect();
+    column_tree(&mut b, c, &cols, n);
+    finish_level(b, c, None, &cols[0])
+}
+
+/// `reduce.small` (launch shape `[1]`, every value uniform: scalar code on the CPU): the
+/// whole reduction of `n ≤ SMALL` elements. Block `b` of the first level gives column
+/// results `t_j`; the second level (one block: column `j` holds `t_j` of blocks 0, 1, … in
+/// order) folds them into `a_j` as they come; [`column_tree`] combines the `a_j`.
+fn small_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Module> {
+    let mut b = ProgramBuilder::new("reduce.small");
+    let (src, n) = Source::declare(&mut b, map, elems)?;
+    let cp = c.program().clone();
+    let zero = i32c(&mut b, 0);
+    let one = i32c(&mut b, 1);
+    let span = i32c(&mut b, SPAN);
+    let cols_c = i32c(&mut b, COLS);
+    let blocks = div_up(&mut b, n, SPAN);
+    let accs: Vec<Vec<weft_ir::builder::Variable>> = (0..COLS)
+        .map(|j| state_vars(&mut b, c, &format!("a{j}")))
+        .collect();
+    b.for_range(zero, blocks, one, |b, blk| {
+        let start = b.op(Opcode::Mul, &[blk, span]);
+        let left = b.op(Opcode::Sub, &[n, start]);
+        let len = b.op(Opcode::Min, &[left, span]);
+        let first = b.op(Opcode::Eq, &[blk, zero]);
+        let ts: Vec<Vec<weft_ir::builder::Variable>> = (0..COLS)
+            .map(|j| {
+                let vars = state_vars(b, c, &format!("t{j}"));
+                let jc = i32c(b, j);
+                let has = b.op(Opcode::Lt, &[jc, len]);
+                b.if_(has, |b| {
+                    let p = b.op(Opcode::Add, &[start, jc]);
+                    let x = src.item(b, p);
+                    for (&v, x) in vars.iter().zip(x) {
+                        b.def_var(v, x);
+                    }
+                });
+                vars
+            })
+            .collect();
+        let rows = div_up(b, len, COLS);
+        b.for_range(one, rows, one, |b, r| {
+            let off = b.op(Opcode::Mul, &[r, cols_c]);
+            let row = b.op(Opcode::Add, &[start, off]);
+            for (j, vars) in ts.iter().enumerate() {
+                let jc = i32c(b, j);
+                let inside = b.op(Opcode::Add, &[off, jc]);
+                let inside = b.op(Opcode::Lt, &[inside, len]);
+                b.if_(inside, |b| {
+                    let p = b.op(Opcode::Add, &[row, jc]);
+                    let x = src.item(b, p);
+                    combine_into(b, &cp, vars, &x);
+                });
+            }
+        });
+        for (j, (a, t)) in accs.iter().zip(&ts).enumerate() {
+            let jc = i32c(b, j);
+            let has = b.op(Opcode::Lt, &[jc, len]);
+            b.if_else(
+                first,
+                |b| {
+                    for (&v, &tv) in a.iter().zip(t) {
+                        let x = b.use_var(tv);
+                        b.def_var(v, x);
+                    }
+                    Vec::new()
+                },
+                |b| {
+                    b.if_(has, |b| {
+                        let x: Vec<weft_ir::Value> = t.iter().map(|&v| b.use_var(v)).collect();
+                        combine_into(b, &cp, a, &x);
+                    });
+                    Vec::new()
+                },
+            );
+        }
+    });
+    // The second level has 8·(blocks − 1) + min(8, last length) elements; its columns
+    // present: min(8, that).
+    let last_start = b.op(Opcode::Sub, &[blocks, one]);
+    let last_start = b.op(Opcode::Mul, &[last_start, span]);
+    let last_len = b.op(Opcode::Sub, &[n, last_start]);
+    let multi = b.op(Opcode::Gt, &[blocks, one]);
+    let present = b.select(multi, cols_c, last_len);
+    let present = b.op(Opcode::Min, &[present, cols_c]);
+    column_tree(&mut b, c, &accs, present);
+    finish_level(b, c, map, &accs[0])
 }
 
 /// A 1-D view of elements `lo .. lo + n` of a contiguous array.
@@ -528,62 +754,117 @@ fn host_states(cur: &[ArrayData], lo: usize, n: usize) -> Result<Vec<Vec<Const>>
         .collect())
 }
 
-/// Reduces all elements of `data` (row-major) on `dev` with combiner `c` in `order`, mapped
-/// first through `map` if given (the module docs; docs/semantics.md, "Reductions"): levels
-/// of blocks of [`SEGMENT`] elements, until one state is left. `None` for an empty array.
-fn reduce_tree(
-    dev: &Device,
-    c: &Combiner,
-    map: Option<&MapFn>,
-    order: Order,
-    data: &ArrayData,
-) -> Result<Option<Vec<Const>>> {
+/// `data` as one contiguous 1-D view of its elements in row-major order; `None` when empty.
+///
+/// # Errors
+/// More than [`MAX_ELEMENTS`] elements; a device failure making it contiguous.
+fn elements(data: &ArrayData) -> Result<Option<ArrayData>> {
     let total = data.len();
     if total == 0 {
         return Ok(None);
     }
-    if total > i32::MAX as usize {
+    if total > MAX_ELEMENTS {
         return Err(Error::argument(format!(
-            "reductions of more than 2^31 - 1 elements are not supported (this array has {total})"
+            "reductions of more than {MAX_ELEMENTS} elements are not supported (this array \
+             has {total})"
         )));
     }
-    let d = data.contiguous_view()?;
-    let mut cur: Vec<ArrayData> = vec![view(&d, 0, total)];
-    let mut n = total;
-    let mut map = map;
-    let fused = if dev.is_cuda() { 0 } else { FUSED_BLOCKS };
-    let run = |m: &Arc<Module>, name: &str, args: Vec<ArgVal>, shape: &[usize]| {
-        let l = prepare(m, name, args, Some(shape))?;
-        run_arrays(dev, &l)
+    Ok(Some(view(&data.contiguous_view()?, 0, total)))
+}
+
+/// Runs generated program `name` of `m` over `shape` on `dev`.
+fn run_level(
+    dev: &Device,
+    m: &Arc<Module>,
+    name: &str,
+    args: Vec<ArgVal>,
+    shape: &[usize],
+) -> Result<Vec<ArrayData>> {
+    let l = prepare(m, name, args, Some(shape))?;
+    run_arrays(dev, &l)
+}
+
+fn i32_arg(v: usize) -> ArgVal {
+    ArgVal::Uniform(Const::scalar(ScalarType::I32, v as u64))
+}
+
+/// Reduces all elements of `data` (row-major) on `dev` with a user combiner `c`, which need
+/// not commute, keeping the order of the elements (the module docs): levels of blocks of
+/// [`SEGMENT`] elements in runs of [`RUN`]. `None` for an empty array.
+fn reduce_runs(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<Option<Vec<Const>>> {
+    let Some(first) = elements(data)? else {
+        return Ok(None);
     };
+    let mut cur = vec![first];
+    let mut n = cur[0].len();
+    let fused = if dev.is_cuda() { 0 } else { FUSED_BLOCKS };
     loop {
         let elems: Vec<Type> = cur.iter().map(|a| a.elem).collect();
         let blocks = n.div_ceil(SEGMENT);
-        let nc = ArgVal::Uniform(Const::scalar(ScalarType::I64, n as u64));
         let mut args: Vec<ArgVal> = cur.iter().map(|a| ArgVal::Array(a.clone())).collect();
-        args.push(nc.clone());
+        args.push(i32_arg(n));
         let states = if blocks <= fused {
-            let m = cached(c, map, Kind::Block(order), &elems, || {
-                block_program(c, map, order, &elems)
+            let m = cached(c, None, Kind::Block, &elems, || {
+                block_program(c, None, &elems)
             })?;
-            run(&m, "reduce.block", args, &[blocks])?
+            run_level(dev, &m, "reduce.block", args, &[blocks])?
         } else {
-            let cols = cached(c, map, Kind::Cols(order), &elems, || {
-                cols_program(c, map, order, &elems)
+            let cols = cached(c, None, Kind::Cols, &elems, || {
+                cols_program(c, None, &elems)
             })?;
-            let parts = run(&cols, "reduce.cols", args, &[blocks, LANES])?;
-            let tree = cached(c, None, Kind::Tree(order), &c.state, || {
-                tree_program(c, order)
-            })?;
+            let parts = run_level(dev, &cols, "reduce.cols", args, &[blocks, LANES])?;
+            let tree = cached(c, None, Kind::Tree, &c.state, || tree_program(c))?;
             let mut args: Vec<ArgVal> = parts.into_iter().map(ArgVal::Array).collect();
-            args.push(nc);
-            run(&tree, "reduce.tree", args, &[blocks])?
+            args.push(i32_arg(n));
+            run_level(dev, &tree, "reduce.tree", args, &[blocks])?
         };
         if blocks == 1 {
             return Ok(host_states(&states, 0, 1)?.pop());
         }
         cur = states;
         n = blocks;
+    }
+}
+
+/// Reduces all elements of `data` (row-major) on `dev` with a combiner `c` that commutes
+/// (the built-in reductions), mapped first through `map` if given (the module docs;
+/// docs/semantics.md, "Reductions"). `None` for an empty array.
+fn reduce_levels(
+    dev: &Device,
+    c: &Combiner,
+    map: Option<&MapFn>,
+    data: &ArrayData,
+) -> Result<Option<Vec<Const>>> {
+    let Some(first) = elements(data)? else {
+        return Ok(None);
+    };
+    let mut cur = vec![first];
+    let mut n = cur[0].len();
+    let mut map = map;
+    // A GPU thread would fold `SMALL` elements alone: levels keep it parallel.
+    let small = if dev.is_cuda() { 0 } else { SMALL };
+    loop {
+        let elems: Vec<Type> = cur.iter().map(|a| a.elem).collect();
+        let mut args: Vec<ArgVal> = cur.iter().map(|a| ArgVal::Array(a.clone())).collect();
+        args.push(i32_arg(n));
+        if n <= small {
+            let m = cached(c, map, Kind::Small, &elems, || {
+                small_program(c, map, &elems)
+            })?;
+            let states = run_level(dev, &m, "reduce.small", args, &[1])?;
+            return Ok(host_states(&states, 0, 1)?.pop());
+        }
+        if n <= COLS && map.is_none() {
+            let m = cached(c, None, Kind::Last, &elems, || last_program(c, &elems))?;
+            let states = run_level(dev, &m, "reduce.last", args, &[1])?;
+            return Ok(host_states(&states, 0, 1)?.pop());
+        }
+        let outs = if n > SPAN { level_outputs(n) } else { n.min(COLS) };
+        let m = cached(c, map, Kind::Level, &elems, || {
+            level_program(c, map, &elems)
+        })?;
+        cur = run_level(dev, &m, "reduce.level", args, &[outs])?;
+        n = outs;
         map = None;
     }
 }
@@ -636,7 +917,7 @@ fn builtin<const D: usize, T: Elem>(op: Opcode, a: &Array<D, T>) -> Result<Optio
         )));
     }
     let c = builtin_combiner(op, T::ir_type())?;
-    let r = reduce_tree(&Device::current(), &c, None, Order::Interleaved, &a.data)?;
+    let r = reduce_levels(&Device::current(), &c, None, &a.data)?;
     Ok(r.map(|s| scalar_const::<T>(&s[0])))
 }
 
@@ -740,7 +1021,7 @@ fn arg_reduce<const D: usize, S: Scalar>(a: &Array<D, S>, less: bool) -> Result<
     let ty = a.elem_type();
     let c = arg_combiner(ty, less)?;
     let m = index_map(ty)?;
-    let r = reduce_tree(&Device::current(), &c, Some(&m), Order::Interleaved, &a.data)?
+    let r = reduce_levels(&Device::current(), &c, Some(&m), &a.data)?
         .ok_or_else(|| Error::argument(format!("{what} of an empty array")))?;
     Ok((
         S::from_bits(r[0].lane_bits()[0]),
@@ -781,7 +1062,7 @@ pub(crate) fn reduce_with<const D: usize, T: Elem>(
             a.elem_type()
         )));
     }
-    let r = reduce_tree(&Device::current(), &c, None, Order::Runs, &a.data)?
+    let r = reduce_runs(&Device::current(), &c, &a.data)?
         .ok_or_else(|| Error::argument("reduce of an empty array (a combiner has no identity)"))?;
     Ok(scalar_const::<T>(&r[0]))
 }
@@ -823,7 +1104,7 @@ pub(crate) fn count_with<const D: usize, T: Elem>(
         with_index: false,
     };
     let c = builtin_combiner(Opcode::Add, Type::scalar(ScalarType::U64))?;
-    let r = reduce_tree(&Device::current(), &c, Some(&map), Order::Interleaved, &a.data)?;
+    let r = reduce_levels(&Device::current(), &c, Some(&map), &a.data)?;
     Ok(r.map_or(0, |s| s[0].lane_bits()[0]))
 }
 

@@ -7,7 +7,7 @@ use crate::array::{ArrayData, Resident, Source, Storage};
 use crate::device::{Device, Kind};
 use crate::error::{Error, Result};
 use std::sync::Arc;
-use weft_ir::launch::{plan_program_launch_desc, ArgDesc};
+use weft_ir::launch::{plan_launch_desc, ArgDesc};
 use weft_ir::program::{Imm, ValueDef};
 use weft_ir::{Const, Module, Opcode, ParamKind, Type};
 use weft_runtime::{BufArg, CudaArg, HostBuffer};
@@ -137,7 +137,12 @@ pub(crate) fn prepare(
     }
     let shape = shape.map(<[usize]>::to_vec).or(grid_shape);
     let descs: Vec<ArgDesc> = args.iter().map(ArgVal::desc).collect();
-    let (p, launch, _) = plan_program_launch_desc(&module, name, &descs, shape.as_deref())
+    // The shape only: every device checks the launch rank against the program when it
+    // plans a new signature (a walk over the whole program, too slow for every launch).
+    let p = module
+        .get(name)
+        .ok_or_else(|| Error::argument(format!("no program @{name}")))?;
+    let (launch, _) = plan_launch_desc(p, &descs, shape.as_deref())
         .map_err(|e| Error::argument(e.to_string()))?;
     let outputs = p.outputs.iter().map(|o| o.ty).collect();
     Ok(Prepared {
