@@ -43,6 +43,68 @@ struct Frame<'p> {
     uni: Vec<bool>,
     /// Kernels: varying values kept per work-item in stack slots across a barrier.
     spill: std::collections::HashMap<Value, Vec<ir::StackSlot>>,
+    /// Consecutive-lane facts for 1-D reads (`coord_roots`): per value, whether it is the
+    /// root of a read's coordinate, and once lowered, its flag "lane k is lane 0 + k".
+    roots: Vec<bool>,
+    consec: Vec<Option<CV>>,
+}
+
+impl<'p> Frame<'p> {
+    fn new(p: &'p Program, uni: Vec<bool>) -> Frame<'p> {
+        let roots = if p.kind == weft_ir::ProgramKind::Map {
+            coord_roots(p, &uni)
+        } else {
+            // Kernels run work-items in loops split at barriers: a flag computed for one
+            // work-item must not be used for another.
+            vec![false; p.num_values()]
+        };
+        Frame {
+            p,
+            vals: vec![None; p.num_values()],
+            uni,
+            spill: Default::default(),
+            roots,
+            consec: vec![None; p.num_values()],
+        }
+    }
+}
+
+/// The root of a 1-D read coordinate `v`: the varying value it is made from by adding or
+/// subtracting uniform values (a varying `v` whose lanes are consecutive makes every value
+/// of the chain consecutive, modulo wrap-around, which the read's range check excludes).
+fn coord_root(p: &Program, uni: &[bool], mut v: Value) -> Value {
+    loop {
+        let weft_ir::ValueDef::Result(op, _) = p.value(v).def else {
+            return v;
+        };
+        let d = p.op(op);
+        let next = match d.opcode {
+            Opcode::Add if uni[d.args[1].index()] => d.args[0],
+            Opcode::Add if uni[d.args[0].index()] => d.args[1],
+            Opcode::Sub if uni[d.args[1].index()] => d.args[0],
+            _ => return v,
+        };
+        if uni[next.index()] {
+            return v;
+        }
+        v = next;
+    }
+}
+
+/// Per value of `p`: whether it is the root ([`coord_root`]) of a varying i32 coordinate
+/// of a 1-D read.
+fn coord_roots(p: &Program, uni: &[bool]) -> Vec<bool> {
+    let mut roots = vec![false; p.num_values()];
+    p.walk(&mut |op| {
+        let d = p.op(op);
+        if d.opcode == Opcode::Read {
+            let c = d.args[1];
+            if !uni[c.index()] && p.ty(c) == Type::i32() {
+                roots[coord_root(p, uni, c).index()] = true;
+            }
+        }
+    });
+    roots
 }
 
 /// Why lowering failed.
@@ -794,12 +856,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             .map(|x| x.kind != ParamKind::Varying)
             .collect();
         let uni = uniform_values_with(m, p, &uni_params);
-        let mut frame = Frame {
-            p,
-            vals: vec![None; p.num_values()],
-            uni,
-            spill: Default::default(),
-        };
+        let mut frame = Frame::new(p, uni);
         l.bind_params(p, &mut frame, layout);
         // Loop-invariant setup: plane pointers and the lane numbers 0..4.
         let in_planes: Vec<Vec<CV>> = p
@@ -1046,8 +1103,30 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         } else {
             self.fix(ty, f.uni[v.index()], lv)?
         };
+        if f.roots[v.index()] {
+            if let LV::V(lanes) = &lv {
+                let flag = self.lanes_consecutive(&lanes[0]);
+                f.consec[v.index()] = Some(flag);
+            }
+        }
         f.vals[v.index()] = Some(lv);
         Ok(())
+    }
+
+    /// Whether the i32 lanes `v` (a varying lane's vectors) are lane 0's value plus 0, 1, …
+    /// (an i8 flag).
+    fn lanes_consecutive(&mut self, v: &[CV]) -> CV {
+        let iota = self.iota32();
+        let first = self.b.ins().extractlane(v[0], 0);
+        let splat = self.b.ins().splat(T::I32X4, first);
+        let mut ok = self.iconst(T::I8, 1);
+        for (p, &x) in v.iter().enumerate() {
+            let want = self.b.ins().iadd(splat, iota[p]);
+            let eq = self.b.ins().icmp(IntCC::Equal, x, want);
+            let all = self.b.ins().vall_true(eq);
+            ok = self.b.ins().band(ok, all);
+        }
+        ok
     }
 
     /// Lowers region `r` with its arguments bound to `args` under `mask`; returns the values
@@ -1122,7 +1201,9 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                     return self.err("read of a non-array");
                 };
                 let (cs, _) = elem_of(aty(1));
-                Ok(vec![self.read(ai, cs, &args[1], res_uni)?])
+                let root = coord_root(p, &f.uni, d.args[1]);
+                let known = f.consec[root.index()];
+                Ok(vec![self.read(ai, cs, &args[1], res_uni, known)?])
             }
             O::Tuple => {
                 let (s, _) = elem_of(res_ty.expect("typed"));
@@ -1245,12 +1326,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 };
                 let arg_uni: Vec<bool> = args.iter().map(|a| !matches!(a, LV::V(_))).collect();
                 let uni = uniform_values_with(self.m, callee, &arg_uni);
-                let mut cf = Frame {
-                    p: callee,
-                    vals: vec![None; callee.num_values()],
-                    uni,
-                    spill: Default::default(),
-                };
+                let mut cf = Frame::new(callee, uni);
                 for (par, a) in callee.params.iter().zip(&args) {
                     cf.vals[par.value.index()] = Some(a.clone());
                 }
@@ -1583,6 +1659,7 @@ impl Lowerer<'_, '_> {
         cs: ScalarType,
         coords: &LV,
         uniform: bool,
+        consecutive: Option<CV>,
     ) -> Result<LV, LowerError> {
         let s = self.arrays[ai].elem;
         let n = self.arrays[ai].planes.len();
@@ -1615,7 +1692,15 @@ impl Lowerer<'_, '_> {
                             .collect()
                     })
                     .collect();
-                let (ok, lin) = self.consecutive_in_range(ai, cv);
+                let (ok, lin) = match consecutive {
+                    // Lanes known consecutive (or not) from the coordinate's root: only lane
+                    // 0 and the range are checked here.
+                    Some(flag) => {
+                        let (inr, lin) = self.first_in_range(ai, &cv[0]);
+                        (self.b.ins().band(flag, inr), lin)
+                    }
+                    None => self.consecutive_in_range(ai, cv),
+                };
                 self.b.ins().brif(ok, fast, &[], slow, &[]);
                 self.b.switch_to_block(fast);
                 let bytes = crate::abi::storage_bytes(s) as i64;
@@ -1640,6 +1725,21 @@ impl Lowerer<'_, '_> {
             LV::V(cv) => Ok(LV::V(self.gather_lanes(ai, cs, cv))),
             LV::Array(_) => self.err("array used as coordinates"),
         }
+    }
+
+    /// For a 1-D read whose lanes are consecutive: whether lanes 0 .. BLOCK − 1 from lane 0 of
+    /// `c` are inside the array, and lane 0's position (i64).
+    fn first_in_range(&mut self, ai: usize, c: &[CV]) -> (CV, CV) {
+        let dim = self.arrays[ai].dims[0];
+        let first = self.b.ins().extractlane(c[0], 0);
+        let lin = self.b.ins().sextend(T::I64, first);
+        let ge0 = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, lin, 0);
+        let last = self.b.ins().iadd_imm_s(lin, BLOCK as i64 - 1);
+        let lt = self.b.ins().icmp(IntCC::SignedLessThan, last, dim);
+        (self.b.ins().band(ge0, lt), lin)
     }
 
     /// Whether the block's `i32` coordinates `cv` (one varying lane per axis) address

@@ -1051,8 +1051,106 @@ impl<'m> Lower<'m> {
         }
     }
 
-    /// `read`: coordinates (one i32/i64 lane per axis) with the boundary mode applied.
+    /// `read`: coordinates (one i32/i64 lane per axis) with the boundary mode applied. A
+    /// varying 1-D read on the host first checks whether each half of the block's lanes
+    /// addresses consecutive elements inside the array — a stencil's `index + c`, a
+    /// reduction's rows — and then loads two vectors instead of gathering lane by lane.
     fn read(&mut self, ai: usize, cs: ScalarType, coords: &LV) -> Result<LV, LowerError> {
+        let LV::V(lanes) = coords else {
+            return self.read_general(ai, cs, coords);
+        };
+        let w = self.w();
+        if self.scalar
+            || lanes.len() != 1
+            || !w.is_multiple_of(2)
+            || self.arrays[ai].dims.len() != 1
+        {
+            return self.read_general(ai, cs, coords);
+        }
+        let (n, planes, s, space) = {
+            let a = &self.arrays[ai];
+            (a.dims[0].clone(), a.planes.clone(), a.elem, a.space)
+        };
+        let h = w / 2;
+        let t64 = format!("<{w} x i64>");
+        let c = lanes[0].clone();
+        let c = if cs.bits() == 64 {
+            c
+        } else {
+            self.def(format!("sext <{w} x {}> {c} to {t64}", lty(cs)))
+        };
+        let c0 = self.def(format!("extractelement {t64} {c}, i64 0"));
+        let ch = self.def(format!("extractelement {t64} {c}, i64 {h}"));
+        let pair = self.def(format!("insertelement <2 x i64> poison, i64 {c0}, i64 0"));
+        let pair = self.def(format!("insertelement <2 x i64> {pair}, i64 {ch}, i64 1"));
+        let pick: Vec<String> = (0..w).map(|k| format!("i32 {}", k / h)).collect();
+        let firsts = self.def(format!(
+            "shufflevector <2 x i64> {pair}, <2 x i64> poison, <{w} x i32> <{}>",
+            pick.join(", ")
+        ));
+        let steps: Vec<String> = (0..w).map(|k| format!("i64 {}", k % h)).collect();
+        let want = self.def(format!("add {t64} {firsts}, <{}>", steps.join(", ")));
+        let eq = self.def(format!("icmp eq {t64} {c}, {want}"));
+        // Every lane inside the array too; one mask, one branch.
+        let nv = self.splat(ScalarType::I64, &n);
+        let ge0 = self.def(format!("icmp sge {t64} {c}, zeroinitializer"));
+        let ltn = self.def(format!("icmp slt {t64} {c}, {nv}"));
+        let inr = self.def(format!("and <{w} x i1> {ge0}, {ltn}"));
+        let good = self.def(format!("and <{w} x i1> {eq}, {inr}"));
+        let ok = self.intrinsic(
+            "",
+            &format!("llvm.vector.reduce.and.v{w}i1"),
+            "i1",
+            &[(format!("<{w} x i1>"), good)],
+        );
+        let (fast, slow, join) = (
+            self.label("rdfast"),
+            self.label("rdslow"),
+            self.label("rdjoin"),
+        );
+        self.condbr(&ok, &fast, &slow);
+        self.block(&fast);
+        let st = storage_ty(s);
+        let bytes = storage_bytes(s);
+        let ht = format!("<{h} x {st}>");
+        let idx: Vec<String> = (0..w).map(|k| format!("i32 {k}")).collect();
+        let mut quick = Vec::new();
+        for plane in &planes {
+            let mut halves = Vec::new();
+            for first in [&c0, &ch] {
+                let a = self.def(format!(
+                    "getelementptr inbounds {st}, {space} {plane}, i64 {first}"
+                ));
+                halves.push(self.def(format!("load {ht}, {space} {a}, align {bytes}")));
+            }
+            let v = self.def(format!(
+                "shufflevector {ht} {}, {ht} {}, <{w} x i32> <{}>",
+                halves[0],
+                halves[1],
+                idx.join(", ")
+            ));
+            quick.push(self.load_conv(s, &v, false));
+        }
+        self.br(&join);
+        self.block(&slow);
+        // The general read adds no block, so the phis' predecessors are `fast` and `slow`.
+        let LV::V(general) = self.read_general(ai, cs, coords)? else {
+            return self.err("internal: a varying read gave a uniform value");
+        };
+        self.br(&join);
+        self.block(&join);
+        let t = self.ty(s, false);
+        let out = quick
+            .iter()
+            .zip(&general)
+            .map(|(q, g)| self.def(format!("phi {t} [ {q}, %{fast} ], [ {g}, %{slow} ]")))
+            .collect();
+        Ok(LV::V(out))
+    }
+
+    /// [`Self::read`] in general: clamped (or wrapped, or checked) coordinates and, when
+    /// varying, a gather.
+    fn read_general(&mut self, ai: usize, cs: ScalarType, coords: &LV) -> Result<LV, LowerError> {
         let u = matches!(coords, LV::U(_));
         let (dims, planes, s, boundary) = {
             let a = &self.arrays[ai];

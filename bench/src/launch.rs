@@ -38,6 +38,7 @@ struct Costs {
     apply_read: f64,
     sum_small: f64,
     sum_large: Option<f64>,
+    reduce_large: f64,
     cg_iteration: Option<f64>,
 }
 
@@ -65,6 +66,15 @@ fn measure(dev: &Device, large: &Array<1, f32>) -> Costs {
     let sum_large = Some(time(5, || {
         std::hint::black_box(ok(dev.scope(|| sum(large))));
     }));
+    eprintln!("launch: {dev}: reduce of 2^26 with a user combiner ...");
+    let add = ok(Program::record_named("add", || {
+        let a = In::<Value1f>::named("a");
+        let b = In::<Value1f>::named("b");
+        Out::named("r", a + b);
+    }));
+    let reduce_large = time(5, || {
+        std::hint::black_box(ok(dev.scope(|| weft::reduce(&add, large))));
+    });
     eprintln!("launch: {dev}: CG on lund_a ...");
     let cg_iteration = cg_iteration(dev);
     Costs {
@@ -72,6 +82,7 @@ fn measure(dev: &Device, large: &Array<1, f32>) -> Costs {
         apply_read,
         sum_small,
         sum_large,
+        reduce_large,
         cg_iteration,
     }
 }
@@ -232,8 +243,12 @@ pub fn main(args: &[String]) {
                 .unwrap_or_else(|_| fail(format!("--sum-size {s}")))
         });
         let x: Array<1, f32> = ok(Array::from_fn([size], |i| (i % 7) as f32));
+        let dev = match option_value(args, "--sum-device").map(String::as_str) {
+            Some("llvm") => Device::cpu_llvm(),
+            _ => Device::cpu(),
+        };
         for _ in 0..n {
-            std::hint::black_box(ok(sum(&x)));
+            std::hint::black_box(ok(dev.scope(|| sum(&x))));
         }
         return;
     }
@@ -281,6 +296,11 @@ pub fn main(args: &[String]) {
         "—".into(),
     );
     row("`sum` of 2^26 f32", &|c| opt(c.sum_large), "—".into());
+    row(
+        "`reduce` of 2^26 f32 with a user combiner (`a + b`)",
+        &|c| us(c.reduce_large),
+        "—".into(),
+    );
     row(
         "one CG iteration on lund_a (147 rows)",
         &|c| opt(c.cg_iteration),

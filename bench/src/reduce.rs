@@ -40,6 +40,9 @@ pub fn cpu_rows(rows: &mut Vec<Row>) {
     eprintln!("reduce: sum of 2^26 f32 ...");
     let (a, n) = input();
     let triad = root().join("target/bench/triad");
+    if let Some(dir) = triad.parent() {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| fail(format!("{}: {e}", dir.display())));
+    }
     gcc("triad.c", &triad, &[]);
     let devs = [Device::cpu(), Device::cpu_llvm()];
     let mut w: Vec<Vec<f64>> = vec![Vec::new(); devs.len()];

@@ -11,8 +11,8 @@
 //! none on the host but the read of the result:
 //! - The built-in reductions, whose combiners commute: a level cuts its elements into
 //!   blocks of [`SPAN`] = [`ROWS`] rows × [`COLS`] columns (row-major) and folds each column
-//!   top to bottom (`reduce.level`, a launch element per column: a CPU vector of 8 launch
-//!   elements streams through one block, a GPU warp reads four 32-byte pieces per row). The
+//!   top to bottom (`reduce.level`, a launch element per column: a CPU vector of launch
+//!   elements streams through one block, a GPU warp reads two 64-byte pieces per row). The
 //!   columns' results, in order, are the next level; the last level (one block) combines
 //!   its columns pairwise (`reduce.last`). On the CPU at most [`SMALL`] elements are reduced
 //!   by `reduce.small` in one launch of scalar code.
@@ -60,9 +60,11 @@ const CHUNK: usize = 8;
 const FUSED_BLOCKS: usize = 16;
 
 /// Columns of a block of the built-in reductions (docs/semantics.md, "Reductions"): the
-/// CPU compilers' vector width, so a vector of launch elements reads one block's rows, one
-/// after the other, as a contiguous stream.
-pub const COLS: usize = 8;
+/// LLVM host code's vector width (two of Cranelift's), so a vector of launch elements reads
+/// one block's rows, one after the other, as a contiguous stream (8 columns measured 2.6×
+/// slower with LLVM, whose vectors then read two blocks at once, and no faster with
+/// Cranelift).
+pub const COLS: usize = 16;
 
 /// Rows of a full block of the built-in reductions.
 pub const ROWS: usize = 64;
@@ -71,8 +73,9 @@ pub const ROWS: usize = 64;
 pub const SPAN: usize = COLS * ROWS;
 
 /// Largest element count the CPU reduces with the built-ins' one-launch `reduce.small`
-/// program: two levels, the second of one block.
-const SMALL: usize = SPAN * COLS;
+/// program of scalar code (at most [`COLS`] blocks, so that the second level is one block);
+/// beyond it a vector level first is faster.
+const SMALL: usize = 2048;
 
 /// A combiner: program `name` of `module` with `2k` inputs and `k` outputs of the state types.
 #[derive(Clone)]
@@ -80,6 +83,10 @@ struct Combiner {
     module: Module,
     name: String,
     state: Vec<Type>,
+    /// The built-ins' identity per state component, lane bits (`x ⊕ e = x` bit for bit, NaN
+    /// payloads aside): the built-in levels read it past the end of the elements instead of
+    /// branching around the missing rows.
+    identity: Option<Vec<[u64; 4]>>,
 }
 
 impl Combiner {
@@ -112,6 +119,7 @@ impl Combiner {
             module: inlined(module, name)?,
             name: name.to_string(),
             state: outs,
+            identity: None,
         })
     }
 
@@ -246,6 +254,8 @@ fn array_params(
 struct Source {
     xs: Vec<weft_ir::Value>,
     map: Option<(weft_ir::Program, bool)>,
+    /// With a map: the state every position `≥ n` gives instead (the identity), and `n`.
+    pad: Option<(Vec<weft_ir::Value>, weft_ir::Value)>,
 }
 
 impl Source {
@@ -262,7 +272,55 @@ impl Source {
             let p = m.module.get(&m.name).expect("checked").clone();
             (p, m.with_index)
         });
-        Ok((Source { xs, map }, n))
+        Ok((Source { xs, map, pad: None }, n))
+    }
+
+    /// [`Source::declare`] where every position `≥ n` reads as `c`'s identity: through the
+    /// arrays' constant boundary, or after a map by a select.
+    fn declare_padded(
+        b: &mut ProgramBuilder,
+        c: &Combiner,
+        map: Option<&MapFn>,
+        elems: &[Type],
+    ) -> Result<(Source, weft_ir::Value)> {
+        let id = c
+            .identity
+            .as_ref()
+            .expect("built-in combiners have identities");
+        let xs = match map {
+            Some(_) => array_params(b, "x", 1, elems)?,
+            None => elems
+                .iter()
+                .zip(id)
+                .enumerate()
+                .map(|(q, (&t, &bits))| {
+                    let at = Type::array(1, t, Boundary::Constant(bits))
+                        .ok_or_else(|| Error::argument(format!("reduce: no arrays of {t}")))?;
+                    Ok(b.array(&format!("x{q}"), at))
+                })
+                .collect::<Result<Vec<_>>>()?,
+        };
+        let n = b.uniform("n", Type::i32());
+        let pad = match map {
+            Some(_) => {
+                let ids = c
+                    .state
+                    .iter()
+                    .zip(id)
+                    .map(|(&t, bits)| {
+                        let lanes = t.lanes().map_or(1, |l| l.1 as usize);
+                        b.constant(Const::from_lanes(t, &bits[..lanes]))
+                    })
+                    .collect();
+                Some((ids, n))
+            }
+            None => None,
+        };
+        let map = map.map(|m| {
+            let p = m.module.get(&m.name).expect("checked").clone();
+            (p, m.with_index)
+        });
+        Ok((Source { xs, map, pad }, n))
     }
 
     /// The state of element `p` (i32) of the level.
@@ -274,7 +332,17 @@ impl Source {
                 if *with_index {
                     xs.push(b.cast(p, Type::i64()));
                 }
-                b.call(mp, &xs)
+                let ys = b.call(mp, &xs);
+                match &self.pad {
+                    None => ys,
+                    Some((ids, n)) => {
+                        let inside = b.op(Opcode::Lt, &[p, *n]);
+                        ys.iter()
+                            .zip(ids)
+                            .map(|(&y, &e)| b.select(inside, y, e))
+                            .collect()
+                    }
+                }
             }
         }
     }
@@ -490,11 +558,7 @@ fn tree_program(c: &Combiner) -> Result<Module> {
 
 /// `reduce.block` (launch shape `[blocks]`): element `s` folds every column of block `s`
 /// and combines them with [`tree`] — `reduce.cols` and `reduce.tree` in one launch.
-fn block_program(
-    c: &Combiner,
-    map: Option<&MapFn>,
-    elems: &[Type],
-) -> Result<Module> {
+fn block_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Module> {
     let mut b = ProgramBuilder::new("reduce.block");
     let (src, n) = Source::declare(&mut b, map, elems)?;
     let s = b.index(Type::i32());
@@ -526,80 +590,46 @@ fn div_up(b: &mut ProgramBuilder, a: weft_ir::Value, d: usize) -> weft_ir::Value
     b.op(Opcode::Div, &[up, dc])
 }
 
-/// `reduce.level` (launch shape `[level_outputs(n)]`): element `e` folds column `e mod 8`
-/// of block `⌊e / 8⌋` of the level's `n` elements — its elements `512·b + j + 8·r` for rows
-/// `r` = 0, 1, … — top to bottom. A full block's rows run in a uniform loop, [`CHUNK`] loads
-/// at a time.
+/// `reduce.level` (launch shape `[level_outputs(n)]`): element `e` folds column `e mod 16`
+/// of block `⌊e / 16⌋` of the level's `n` elements — its elements `1024·b + j + 16·r` for rows
+/// `r` = 0 … 63 — top to bottom. Straight-line code: rows past the end read as the
+/// combiner's identity, so there is no branch, and [`CHUNK`] loads are issued before they
+/// are combined.
 fn level_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Module> {
     let mut b = ProgramBuilder::new("reduce.level");
-    let (src, n) = Source::declare(&mut b, map, elems)?;
+    let (src, _n) = Source::declare_padded(&mut b, c, map, elems)?;
     let cp = c.program().clone();
     let e = b.index(Type::i32());
     let mask = i32c(&mut b, COLS - 1);
     let j = b.op(Opcode::And, &[e, mask]);
-    let b8 = b.op(Opcode::Sub, &[e, j]);
+    let first_col = b.op(Opcode::Sub, &[e, j]);
     let rows_c = i32c(&mut b, ROWS);
-    let start = b.op(Opcode::Mul, &[b8, rows_c]);
+    let start = b.op(Opcode::Mul, &[first_col, rows_c]);
     let base = b.op(Opcode::Add, &[start, j]);
-    let span = i32c(&mut b, SPAN);
-    let left = b.op(Opcode::Sub, &[n, start]);
-    let len = b.op(Opcode::Min, &[left, span]);
     let vars = state_vars(&mut b, c, "acc");
     let x = src.item(&mut b, base);
     for (&v, x) in vars.iter().zip(x) {
         b.def_var(v, x);
     }
-    let one = i32c(&mut b, 1);
-    let cols_c = i32c(&mut b, COLS);
-    let at = |b: &mut ProgramBuilder, r: weft_ir::Value| {
-        let off = b.op(Opcode::Mul, &[r, cols_c]);
-        b.op(Opcode::Add, &[base, off])
-    };
-    let full = b.op(Opcode::Eq, &[len, span]);
-    b.if_else(
-        full,
-        |b| {
-            let chunk = i32c(b, CHUNK);
-            // Rows 1 .. ROWS − CHUNK + 1 in chunks, then the rest one by one.
-            let stop = i32c(b, 1 + (ROWS - 1) / CHUNK * CHUNK);
-            b.for_range(one, stop, chunk, |b, r| {
-                let xs: Vec<Vec<weft_ir::Value>> = (0..CHUNK)
-                    .map(|i| {
-                        let ic = i32c(b, i);
-                        let ri = b.op(Opcode::Add, &[r, ic]);
-                        let p = at(b, ri);
-                        src.item(b, p)
-                    })
-                    .collect();
-                for x in xs {
-                    combine_into(b, &cp, &vars, &x);
-                }
-            });
-            let end = i32c(b, ROWS);
-            b.for_range(stop, end, one, |b, r| {
-                let p = at(b, r);
-                let x = src.item(b, p);
-                combine_into(b, &cp, &vars, &x);
-            });
-            Vec::new()
-        },
-        |b| {
-            // The last block: column j has ⌈(len − j) / 8⌉ rows.
-            let rest = b.op(Opcode::Sub, &[len, j]);
-            let rows = div_up(b, rest, COLS);
-            b.for_range(one, rows, one, |b, r| {
-                let p = at(b, r);
-                let x = src.item(b, p);
-                combine_into(b, &cp, &vars, &x);
-            });
-            Vec::new()
-        },
-    );
+    for chunk in (1..ROWS).collect::<Vec<_>>().chunks(CHUNK) {
+        let xs: Vec<Vec<weft_ir::Value>> = chunk
+            .iter()
+            .map(|&r| {
+                let off = i32c(&mut b, r * COLS);
+                let p = b.op(Opcode::Add, &[base, off]);
+                src.item(&mut b, p)
+            })
+            .collect();
+        for x in xs {
+            combine_into(&mut b, &cp, &vars, &x);
+        }
+    }
     finish_level(b, c, map, &vars)
 }
 
 /// Combines the columns `cols` of one block pairwise — column `j` with `j + o` for `o` = 1,
-/// 2, 4, `j` a multiple of `2o` — skipping columns `≥ present`; the result is in `cols[0]`.
+/// 2, 4, 8, `j` a multiple of `2o` — skipping columns `≥ present`; the result is in
+/// `cols[0]`.
 fn column_tree(
     b: &mut ProgramBuilder,
     c: &Combiner,
@@ -622,7 +652,7 @@ fn column_tree(
     }
 }
 
-/// `reduce.last` (launch shape `[1]`): the last level, one block of `n ≤ 8` elements — one
+/// `reduce.last` (launch shape `[1]`): the last level, one block of `n ≤ COLS` elements — one
 /// per column, `reduce.level`'s outputs — combined with [`column_tree`].
 fn last_program(c: &Combiner, elems: &[Type]) -> Result<Module> {
     let mut b = ProgramBuilder::new("reduce.last");
@@ -718,8 +748,8 @@ fn small_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Mo
             );
         }
     });
-    // The second level has 8·(blocks − 1) + min(8, last length) elements; its columns
-    // present: min(8, that).
+    // The second level has COLS·(blocks − 1) + min(COLS, last length) elements; its columns
+    // present: min(COLS, that).
     let last_start = b.op(Opcode::Sub, &[blocks, one]);
     let last_start = b.op(Opcode::Mul, &[last_start, span]);
     let last_len = b.op(Opcode::Sub, &[n, last_start]);
@@ -788,6 +818,29 @@ fn i32_arg(v: usize) -> ArgVal {
     ArgVal::Uniform(Const::scalar(ScalarType::I32, v as u64))
 }
 
+thread_local! {
+    static AS_GPU: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether reductions on `dev` use the GPU's programs (levels only, no one-element launch).
+fn gpu_plan(dev: &Device) -> bool {
+    dev.is_cuda() || AS_GPU.with(std::cell::Cell::get)
+}
+
+/// Runs `f` with this thread's reductions using the programs a GPU uses on every device —
+/// for tests that check that every decomposition of a reduction gives the same bits.
+#[doc(hidden)]
+pub fn with_gpu_plan<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            AS_GPU.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(AS_GPU.with(|c| c.replace(true)));
+    f()
+}
+
 /// Reduces all elements of `data` (row-major) on `dev` with a user combiner `c`, which need
 /// not commute, keeping the order of the elements (the module docs): levels of blocks of
 /// [`SEGMENT`] elements in runs of [`RUN`]. `None` for an empty array.
@@ -797,7 +850,7 @@ fn reduce_runs(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<Option<Ve
     };
     let mut cur = vec![first];
     let mut n = cur[0].len();
-    let fused = if dev.is_cuda() { 0 } else { FUSED_BLOCKS };
+    let fused = if gpu_plan(dev) { 0 } else { FUSED_BLOCKS };
     loop {
         let elems: Vec<Type> = cur.iter().map(|a| a.elem).collect();
         let blocks = n.div_ceil(SEGMENT);
@@ -842,7 +895,7 @@ fn reduce_levels(
     let mut n = cur[0].len();
     let mut map = map;
     // A GPU thread would fold `SMALL` elements alone: levels keep it parallel.
-    let small = if dev.is_cuda() { 0 } else { SMALL };
+    let small = if gpu_plan(dev) { 0 } else { SMALL };
     loop {
         let elems: Vec<Type> = cur.iter().map(|a| a.elem).collect();
         let mut args: Vec<ArgVal> = cur.iter().map(|a| ArgVal::Array(a.clone())).collect();
@@ -859,11 +912,20 @@ fn reduce_levels(
             let states = run_level(dev, &m, "reduce.last", args, &[1])?;
             return Ok(host_states(&states, 0, 1)?.pop());
         }
-        let outs = if n > SPAN { level_outputs(n) } else { n.min(COLS) };
+        let outs = if n > SPAN {
+            level_outputs(n)
+        } else {
+            n.min(COLS)
+        };
         let m = cached(c, map, Kind::Level, &elems, || {
             level_program(c, map, &elems)
         })?;
+        // `WEFT_REDUCE_PROFILE=1`: each level's time (on a GPU, its queueing) on stderr.
+        let t0 = std::time::Instant::now();
         cur = run_level(dev, &m, "reduce.level", args, &[outs])?;
+        if std::env::var_os("WEFT_REDUCE_PROFILE").is_some() {
+            eprintln!("level {n} -> {outs}: {:?}", t0.elapsed());
+        }
         n = outs;
         map = None;
     }
@@ -892,7 +954,46 @@ fn make_builtin_combiner(op: Opcode, ty: Type) -> Result<Combiner> {
     b.output("r", r);
     let m = built(b)?;
     let name = m.programs[0].name.clone();
-    Combiner::check(&m, &name, "built-in combiner")
+    let mut c = Combiner::check(&m, &name, "built-in combiner")?;
+    let s = ty.elem_scalar();
+    c.identity = Some(vec![[identity(op, s); 4]]);
+    Ok(c)
+}
+
+/// The identity of built-in combiner `op` on `s` as lane bits: −0 for float sums (`+0 + −0`
+/// is `+0`, `−0 + −0` is `−0`), 1 for products, +∞ / the largest integer for `min`, −∞ /
+/// the smallest for `max`, NaN for `arg_min`/`arg_max` values (NaN loses to every number).
+fn identity(op: Opcode, s: ScalarType) -> u64 {
+    use weft_ir::konst::canon;
+    let (sign, one, inf, nan): (u64, u64, u64, u64) = match s {
+        ScalarType::F16 => (0x8000, 0x3c00, 0x7c00, 0x7e00),
+        ScalarType::F32 => (0x8000_0000, 0x3f80_0000, 0x7f80_0000, 0x7fc0_0000),
+        ScalarType::F64 => (1 << 63, 0x3ff0 << 48, 0x7ff0 << 48, 0x7ff8 << 48),
+        _ => {
+            let w = s.bits();
+            let (lo, hi) = if s.is_signed_int() {
+                ((-1i64 << (w - 1)) as u64, (1u64 << (w - 1)) - 1)
+            } else {
+                (0, u64::MAX >> (64 - w))
+            };
+            return canon(
+                s,
+                match op {
+                    Opcode::Add => 0,
+                    Opcode::Mul => 1,
+                    Opcode::Min | Opcode::Lt => hi,
+                    _ => lo,
+                },
+            );
+        }
+    };
+    match op {
+        Opcode::Add => sign,
+        Opcode::Mul => one,
+        Opcode::Min => inf,
+        Opcode::Max => inf | sign,
+        _ => nan,
+    }
 }
 
 fn op_name(op: Opcode) -> &'static str {
@@ -994,7 +1095,11 @@ fn arg_combiner(ty: Type, less: bool) -> Result<Combiner> {
     b.output("v", v);
     b.output("i", i);
     let m = built(b)?;
-    Combiner::check(&m, name, "built-in combiner")
+    let mut c = Combiner::check(&m, name, "built-in combiner")?;
+    // Padding loses to every element: NaN (or the worst integer) at the largest index.
+    let worst = identity(if less { Opcode::Lt } else { Opcode::Gt }, ty.elem_scalar());
+    c.identity = Some(vec![[worst; 4], [i64::MAX as u64; 4]]);
+    Ok(c)
 }
 
 /// The map `x, i -> (x, i)` for arg reductions.

@@ -757,12 +757,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         });
         let sink = l.slot(64)?;
         l.g_mut().sink = sink;
-        let mut frame = Frame {
-            p,
-            vals: vec![None; p.num_values()],
-            uni: weft_ir::uniform::uniform_values(m, p),
-            spill: HashMap::new(),
-        };
+        let mut frame = Frame::new(p, weft_ir::uniform::uniform_values(m, p));
         l.bind_params(p, &mut frame, layout);
         let mut ng64 = Vec::new();
         for k in 0..3 {

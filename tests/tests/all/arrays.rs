@@ -276,6 +276,9 @@ fn user_reductions_keep_the_order_of_the_elements() {
             let got = d.scope(|| weft::reduce(&compose, &a)).unwrap();
             assert_eq!(got, want, "n = {n} on {d}");
         }
+        let cpu = Device::cpu();
+        let got = weft::collective::with_gpu_plan(|| cpu.scope(|| weft::reduce(&compose, &a)));
+        assert_eq!(got.unwrap(), want, "n = {n}, GPU plan on {cpu}");
     }
 }
 
@@ -298,7 +301,14 @@ fn every_reduction_of_every_type_equals_the_interpreter() {
     fn check<T: weft::Scalar + weft::Elem>(what: &str, gen: impl Fn(usize) -> T) {
         for n in [0usize, 1, 2, 31, 33, 1000, 2049, 40_000, 70_001] {
             let a = Array::from_vec([n], (0..n).map(&gen).collect()).unwrap();
-            type Row = (u64, u64, Option<u64>, Option<u64>, Option<(u64, usize)>, Option<(u64, usize)>);
+            type Row = (
+                u64,
+                u64,
+                Option<u64>,
+                Option<u64>,
+                Option<(u64, usize)>,
+                Option<(u64, usize)>,
+            );
             let all = |d: &Device| -> Row {
                 d.scope(|| {
                     (
@@ -316,6 +326,11 @@ fn every_reduction_of_every_type_equals_the_interpreter() {
             for d in devices().iter().skip(1) {
                 assert_eq!(all(d), want, "{what}, n = {n} on {d}");
             }
+            // The GPU's decomposition (levels down to one element, no fused launch) on the
+            // CPU gives the same bits.
+            let cpu = Device::cpu();
+            let levels = weft::collective::with_gpu_plan(|| all(&cpu));
+            assert_eq!(levels, want, "{what}, n = {n}, GPU plan on {cpu}");
         }
     }
     let h = |i: usize| (i.wrapping_mul(2_654_435_761) >> 7) % 2001;
@@ -336,7 +351,9 @@ fn every_reduction_of_every_type_equals_the_interpreter() {
     };
     check("f64", |i| special(i, (h(i) as f64 - 1000.0) * 0.37));
     check("f32", |i| special(i, (h(i) as f64 - 1000.0) * 0.37) as f32);
-    check("f16", |i| half::f16::from_f64(special(i, (h(i) as f64 - 1000.0) * 0.01)));
+    check("f16", |i| {
+        half::f16::from_f64(special(i, (h(i) as f64 - 1000.0) * 0.01))
+    });
 }
 
 /// `count` with a predicate equals the interpreter on every device, also for NaNs.
@@ -350,12 +367,22 @@ fn counts_equal_the_interpreter() {
     .unwrap();
     for n in [0usize, 1, 33, 2049, 40_000] {
         let xs: Vec<f32> = (0..n)
-            .map(|i| if i % 101 == 7 { f32::NAN } else { ((i * 7919) % 1000) as f32 * 0.001 })
+            .map(|i| {
+                if i % 101 == 7 {
+                    f32::NAN
+                } else {
+                    ((i * 7919) % 1000) as f32 * 0.001
+                }
+            })
             .collect();
         let want = xs.iter().filter(|&&x| x > 0.5).count() as u64;
         let a = Array::from_vec([n], xs).unwrap();
         for d in devices() {
-            assert_eq!(d.scope(|| weft::count(&pos, &a)).unwrap(), want, "n = {n} on {d}");
+            assert_eq!(
+                d.scope(|| weft::count(&pos, &a)).unwrap(),
+                want,
+                "n = {n} on {d}"
+            );
         }
     }
 }
