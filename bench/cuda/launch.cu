@@ -1,6 +1,8 @@
 // CUDA's own launch cost, the baseline of `weft-bench launch` (issue 21): seconds per launch
 // of an empty kernel back to back (one synchronise at the end), and per launch followed by a
-// synchronise and a 4-byte device-to-host copy. Medians of 9 rounds. Prints both on one line.
+// synchronise and a 4-byte device-to-host copy; and the device-to-device copy bandwidth of
+// 2^26 f32 (bytes read + written / time, CUDA events), the baseline of the `sum` rows.
+// Medians of 9 rounds. Prints the three on one line (seconds, seconds, GB/s).
 // Build: nvcc -O3 -arch=sm_90 -o launch_cuda bench/cuda/launch.cu
 #include <algorithm>
 #include <chrono>
@@ -46,7 +48,29 @@ int main() {
     fprintf(stderr, "a launch failed\n");
     return 1;
   }
-  printf("%.9f %.9f\n", median(back), median(sync));
+  const size_t big = size_t(1) << 26;
+  float *src = nullptr, *dst = nullptr;
+  if (cudaMalloc(&src, big * 4) != cudaSuccess || cudaMalloc(&dst, big * 4) != cudaSuccess) {
+    fprintf(stderr, "cudaMalloc of 2 x 256 MiB failed\n");
+    return 1;
+  }
+  cudaMemset(src, 0, big * 4);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<double> copy;
+  for (int r = 0; r < 10; r++) {
+    cudaEventRecord(e0);
+    cudaMemcpy(dst, src, big * 4, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (r > 0) copy.push_back(2.0 * big * 4 / (ms * 1e-3) / 1e9);
+  }
+  printf("%.9f %.9f %.1f\n", median(back), median(sync), median(copy));
+  cudaFree(src);
+  cudaFree(dst);
   cudaFree(d);
   return 0;
 }

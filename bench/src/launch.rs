@@ -40,6 +40,8 @@ struct Costs {
     sum_large: Option<f64>,
     reduce_large: f64,
     cg_iteration: Option<f64>,
+    /// Whether the device is a GPU (its bandwidth is compared with the device copy's).
+    gpu: bool,
 }
 
 fn measure(dev: &Device, large: &Array<1, f32>) -> Costs {
@@ -84,6 +86,7 @@ fn measure(dev: &Device, large: &Array<1, f32>) -> Costs {
         sum_large,
         reduce_large,
         cg_iteration,
+        gpu: dev.is_cuda(),
     }
 }
 
@@ -205,7 +208,7 @@ fn kernel_rows(dev: &Device) -> (f64, f64) {
 
 /// CUDA's own costs from `DIR/launch_cuda`: seconds per empty launch back to back, and per
 /// launch + synchronise + 4-byte copy.
-fn cuda_baseline(dir: &Path) -> Option<(f64, f64)> {
+fn cuda_baseline(dir: &Path) -> Option<(f64, f64, f64)> {
     let exe = dir.join("launch_cuda");
     let out = Command::new(&exe).output().ok()?;
     if !out.status.success() {
@@ -218,7 +221,7 @@ fn cuda_baseline(dir: &Path) -> Option<(f64, f64)> {
         .filter_map(|t| t.parse().ok())
         .collect();
     match v.as_slice() {
-        [a, b] => Some((*a, *b)),
+        [a, b, c] => Some((*a, *b, *c)),
         _ => None,
     }
 }
@@ -281,12 +284,14 @@ pub fn main(args: &[String]) {
     row(
         &format!("apply on {SMALL} f32, back to back ({CHAIN} chained)"),
         &|c| us(c.back_to_back),
-        cuda.map_or("—".into(), |(l, _)| format!("{} (empty kernel)", us(l))),
+        cuda.map_or("—".into(), |(l, _, _)| {
+            format!("{} (empty kernel)", us(l))
+        }),
     );
     row(
         &format!("apply on {SMALL} f32 + read one element"),
         &|c| us(c.apply_read),
-        cuda.map_or("—".into(), |(_, s)| {
+        cuda.map_or("—".into(), |(_, s, _)| {
             format!("{} (launch + sync + 4-byte copy)", us(s))
         }),
     );
@@ -295,11 +300,27 @@ pub fn main(args: &[String]) {
         &|c| us(c.sum_small),
         "—".into(),
     );
-    row("`sum` of 2^26 f32", &|c| opt(c.sum_large), "—".into());
+    // Bandwidth: bytes read / time, and on a GPU its ratio to the device copy's.
+    let copy_bw = cuda.map(|(_, _, b)| b);
+    let bw = |t: f64, gpu: bool| {
+        let gbs = (4usize << 26) as f64 / t / 1e9;
+        match copy_bw.filter(|_| gpu) {
+            Some(c) => format!("{} ({gbs:.0} GB/s, {:.2}× copy)", us(t), gbs / c),
+            None => format!("{} ({gbs:.1} GB/s)", us(t)),
+        }
+    };
+    let copy = copy_bw.map_or("—".into(), |b| {
+        format!("{b:.0} GB/s (device copy, 2^26 f32)")
+    });
+    row(
+        "`sum` of 2^26 f32",
+        &|c| c.sum_large.map_or("—".into(), |t| bw(t, c.gpu)),
+        copy.clone(),
+    );
     row(
         "`reduce` of 2^26 f32 with a user combiner (`a + b`)",
-        &|c| us(c.reduce_large),
-        "—".into(),
+        &|c| bw(c.reduce_large, c.gpu),
+        copy,
     );
     row(
         "one CG iteration on lund_a (147 rows)",

@@ -14,8 +14,9 @@
 //!   top to bottom (`reduce.level`, a launch element per column: a CPU vector of launch
 //!   elements streams through one block, a GPU warp reads two 64-byte pieces per row). The
 //!   columns' results, in order, are the next level; the last level (one block) combines
-//!   its columns pairwise (`reduce.last`). On the CPU at most [`SMALL`] elements are reduced
-//!   by `reduce.small` in one launch of scalar code.
+//!   its columns pairwise. `reduce.small` does the last two levels in one launch element
+//!   (scalar code on the CPU), for at most [`SMALL`] elements on the CPU and [`GPU_SMALL`]
+//!   on a GPU.
 //! - [`crate::reduce`] with a user combiner, which need not commute, keeps the order of the
 //!   elements: a level cuts its elements into blocks of [`SEGMENT`] = [`LANES`] runs of
 //!   [`RUN`], folds each run left to right, combines a block's runs pairwise (run `j` with
@@ -76,6 +77,9 @@ pub const SPAN: usize = COLS * ROWS;
 /// program of scalar code (at most [`COLS`] blocks, so that the second level is one block);
 /// beyond it a vector level first is faster.
 const SMALL: usize = 2048;
+
+/// [`SMALL`] on a GPU.
+const GPU_SMALL: usize = 256;
 
 /// A combiner: program `name` of `module` with `2k` inputs and `k` outputs of the state types.
 #[derive(Clone)]
@@ -181,8 +185,6 @@ enum Kind {
     Level,
     /// `reduce.small`: a built-in reduction of at most [`SMALL`] elements in one element.
     Small,
-    /// `reduce.last`: the built-ins' last level, one block of at most [`COLS`] columns.
-    Last,
     /// `reduce.cols`: one launch element per run of a user-combiner reduction.
     Cols,
     /// `reduce.tree`: one launch element per block, over `reduce.cols`'s runs.
@@ -628,60 +630,28 @@ fn level_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Mo
 }
 
 /// Combines the columns `cols` of one block pairwise — column `j` with `j + o` for `o` = 1,
-/// 2, 4, 8, `j` a multiple of `2o` — skipping columns `≥ present`; the result is in
-/// `cols[0]`.
-fn column_tree(
-    b: &mut ProgramBuilder,
-    c: &Combiner,
-    cols: &[Vec<weft_ir::builder::Variable>],
-    present: weft_ir::Value,
-) {
+/// 2, 4, 8, `j` a multiple of `2o`; the result is in `cols[0]`. A missing column holds the
+/// identity, so combining it changes nothing (docs/semantics.md: it is skipped).
+fn column_tree(b: &mut ProgramBuilder, c: &Combiner, cols: &[Vec<weft_ir::builder::Variable>]) {
     let cp = c.program().clone();
     let mut o = 1;
     while o < cols.len() {
         for j in (0..cols.len()).step_by(2 * o) {
-            let jo = i32c(b, j + o);
-            let cond = b.op(Opcode::Lt, &[jo, present]);
-            let (dst, src) = (&cols[j], &cols[j + o]);
-            b.if_(cond, |b| {
-                let x: Vec<weft_ir::Value> = src.iter().map(|&v| b.use_var(v)).collect();
-                combine_into(b, &cp, dst, &x);
-            });
+            let x: Vec<weft_ir::Value> = cols[j + o].iter().map(|&v| b.use_var(v)).collect();
+            combine_into(b, &cp, &cols[j], &x);
         }
         o *= 2;
     }
 }
 
-/// `reduce.last` (launch shape `[1]`): the last level, one block of `n ≤ COLS` elements — one
-/// per column, `reduce.level`'s outputs — combined with [`column_tree`].
-fn last_program(c: &Combiner, elems: &[Type]) -> Result<Module> {
-    let mut b = ProgramBuilder::new("reduce.last");
-    let (src, n) = Source::declare(&mut b, None, elems)?;
-    let cols: Vec<Vec<weft_ir::builder::Variable>> = (0..COLS)
-        .map(|j| {
-            let vars = state_vars(&mut b, c, &format!("c{j}"));
-            let jc = i32c(&mut b, j);
-            let has = b.op(Opcode::Lt, &[jc, n]);
-            b.if_(has, |b| {
-                let x = src.item(b, jc);
-                for (&v, x) in vars.iter().zip(x) {
-                    b.def_var(v, x);
-                }
-            });
-            vars
-        })
-        .collect();
-    column_tree(&mut b, c, &cols, n);
-    finish_level(b, c, None, &cols[0])
-}
-
 /// `reduce.small` (launch shape `[1]`, every value uniform: scalar code on the CPU): the
 /// whole reduction of `n ≤ SMALL` elements. Block `b` of the first level gives column
 /// results `t_j`; the second level (one block: column `j` holds `t_j` of blocks 0, 1, … in
-/// order) folds them into `a_j` as they come; [`column_tree`] combines the `a_j`.
+/// order) folds them into `a_j` as they come; [`column_tree`] combines the `a_j`. Positions
+/// past the end read as the identity, so no step is guarded.
 fn small_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Module> {
     let mut b = ProgramBuilder::new("reduce.small");
-    let (src, n) = Source::declare(&mut b, map, elems)?;
+    let (src, n) = Source::declare_padded(&mut b, c, map, elems)?;
     let cp = c.program().clone();
     let zero = i32c(&mut b, 0);
     let one = i32c(&mut b, 1);
@@ -695,19 +665,15 @@ fn small_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Mo
         let start = b.op(Opcode::Mul, &[blk, span]);
         let left = b.op(Opcode::Sub, &[n, start]);
         let len = b.op(Opcode::Min, &[left, span]);
-        let first = b.op(Opcode::Eq, &[blk, zero]);
         let ts: Vec<Vec<weft_ir::builder::Variable>> = (0..COLS)
             .map(|j| {
                 let vars = state_vars(b, c, &format!("t{j}"));
                 let jc = i32c(b, j);
-                let has = b.op(Opcode::Lt, &[jc, len]);
-                b.if_(has, |b| {
-                    let p = b.op(Opcode::Add, &[start, jc]);
-                    let x = src.item(b, p);
-                    for (&v, x) in vars.iter().zip(x) {
-                        b.def_var(v, x);
-                    }
-                });
+                let p = b.op(Opcode::Add, &[start, jc]);
+                let x = src.item(b, p);
+                for (&v, x) in vars.iter().zip(x) {
+                    b.def_var(v, x);
+                }
                 vars
             })
             .collect();
@@ -715,48 +681,39 @@ fn small_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Mo
         b.for_range(one, rows, one, |b, r| {
             let off = b.op(Opcode::Mul, &[r, cols_c]);
             let row = b.op(Opcode::Add, &[start, off]);
-            for (j, vars) in ts.iter().enumerate() {
-                let jc = i32c(b, j);
-                let inside = b.op(Opcode::Add, &[off, jc]);
-                let inside = b.op(Opcode::Lt, &[inside, len]);
-                b.if_(inside, |b| {
+            let xs: Vec<Vec<weft_ir::Value>> = (0..COLS)
+                .map(|j| {
+                    let jc = i32c(b, j);
                     let p = b.op(Opcode::Add, &[row, jc]);
-                    let x = src.item(b, p);
-                    combine_into(b, &cp, vars, &x);
-                });
+                    src.item(b, p)
+                })
+                .collect();
+            for (vars, x) in ts.iter().zip(xs) {
+                combine_into(b, &cp, vars, &x);
             }
         });
-        for (j, (a, t)) in accs.iter().zip(&ts).enumerate() {
-            let jc = i32c(b, j);
-            let has = b.op(Opcode::Lt, &[jc, len]);
-            b.if_else(
-                first,
-                |b| {
+        let first = b.op(Opcode::Eq, &[blk, zero]);
+        b.if_else(
+            first,
+            |b| {
+                for (a, t) in accs.iter().zip(&ts) {
                     for (&v, &tv) in a.iter().zip(t) {
                         let x = b.use_var(tv);
                         b.def_var(v, x);
                     }
-                    Vec::new()
-                },
-                |b| {
-                    b.if_(has, |b| {
-                        let x: Vec<weft_ir::Value> = t.iter().map(|&v| b.use_var(v)).collect();
-                        combine_into(b, &cp, a, &x);
-                    });
-                    Vec::new()
-                },
-            );
-        }
+                }
+                Vec::new()
+            },
+            |b| {
+                for (a, t) in accs.iter().zip(&ts) {
+                    let x: Vec<weft_ir::Value> = t.iter().map(|&v| b.use_var(v)).collect();
+                    combine_into(b, &cp, a, &x);
+                }
+                Vec::new()
+            },
+        );
     });
-    // The second level has COLS·(blocks − 1) + min(COLS, last length) elements; its columns
-    // present: min(COLS, that).
-    let last_start = b.op(Opcode::Sub, &[blocks, one]);
-    let last_start = b.op(Opcode::Mul, &[last_start, span]);
-    let last_len = b.op(Opcode::Sub, &[n, last_start]);
-    let multi = b.op(Opcode::Gt, &[blocks, one]);
-    let present = b.select(multi, cols_c, last_len);
-    let present = b.op(Opcode::Min, &[present, cols_c]);
-    column_tree(&mut b, c, &accs, present);
+    column_tree(&mut b, c, &accs);
     finish_level(b, c, map, &accs[0])
 }
 
@@ -894,8 +851,9 @@ fn reduce_levels(
     let mut cur = vec![first];
     let mut n = cur[0].len();
     let mut map = map;
-    // A GPU thread would fold `SMALL` elements alone: levels keep it parallel.
-    let small = if gpu_plan(dev) { 0 } else { SMALL };
+    // A GPU thread folding `SMALL` elements alone would wait on 128 loads in a row; at most
+    // `GPU_SMALL` (16 rows of 16 independent loads) it is cheaper than two more launches.
+    let small = if gpu_plan(dev) { GPU_SMALL } else { SMALL };
     loop {
         let elems: Vec<Type> = cur.iter().map(|a| a.elem).collect();
         let mut args: Vec<ArgVal> = cur.iter().map(|a| ArgVal::Array(a.clone())).collect();
@@ -905,11 +863,6 @@ fn reduce_levels(
                 small_program(c, map, &elems)
             })?;
             let states = run_level(dev, &m, "reduce.small", args, &[1])?;
-            return Ok(host_states(&states, 0, 1)?.pop());
-        }
-        if n <= COLS && map.is_none() {
-            let m = cached(c, None, Kind::Last, &elems, || last_program(c, &elems))?;
-            let states = run_level(dev, &m, "reduce.last", args, &[1])?;
             return Ok(host_states(&states, 0, 1)?.pop());
         }
         let outs = if n > SPAN {

@@ -137,21 +137,47 @@ pub fn cg(dev: &Device, a: &DeviceCsr, b: &[f64], tol: f64, maxit: usize) -> Res
         let mut rr = b.iter().map(|v| v * v).sum::<f64>();
         let mut it = 0;
         let mut res = rr.sqrt() / bnorm;
+        // `WEFT_CG_PROFILE=1`: host time of each step, summed over the iterations, on stderr.
+        let mut prof = std::env::var_os("WEFT_CG_PROFILE").map(|_| [0f64; 5]);
+        let mut t = std::time::Instant::now();
+        let mut lap = |k: usize, prof: &mut Option<[f64; 5]>| {
+            if let Some(p) = prof {
+                p[k] += t.elapsed().as_secs_f64();
+                t = std::time::Instant::now();
+            }
+        };
         while it < maxit && res >= tol {
             it += 1;
             let (q, pq): (Array<1, f64>, Array<1, f64>) =
                 spmv_dot.apply_shape(&[n], (&a.rowptr, &a.col, &a.val, &p))?;
+            lap(0, &mut prof);
             let alpha = rr / sum(&pq)?;
+            lap(1, &mut prof);
             let (x2, rr_e, r2): (Array<1, f64>, Array<1, f64>, Array<1, f64>) =
                 update.apply((&x, &r, &p, &q, alpha))?;
+            lap(2, &mut prof);
             let rr2 = sum(&rr_e)?;
+            lap(3, &mut prof);
             (x, r) = (x2, r2);
             res = rr2.sqrt() / bnorm;
             if res < tol {
                 break;
             }
             p = direction.apply((&r, &p, rr2 / rr))?;
+            lap(4, &mut prof);
             rr = rr2;
+        }
+        if let Some(p) = prof {
+            let per = |k: usize| p[k] / it.max(1) as f64 * 1e6;
+            eprintln!(
+                "cg: {it} iterations, µs per iteration: spmv {:.1}, sum {:.1}, update {:.1}, \
+                 sum {:.1}, direction {:.1}",
+                per(0),
+                per(1),
+                per(2),
+                per(3),
+                per(4)
+            );
         }
         Ok(Solve {
             x: x.to_vec()?,

@@ -386,3 +386,42 @@ fn counts_equal_the_interpreter() {
         }
     }
 }
+
+/// Outputs come from memory pools: results kept alive across many later applies of the same
+/// size (whose freed outputs the pools reuse) keep their values, on every device.
+#[test]
+fn pooled_outputs_never_alias_live_arrays() {
+    use weft::dsl::{In, Out, Param, Program, Value1f};
+    let p = Program::record(|| {
+        let x = In::<Value1f>::new();
+        let k = Param::uniform::<Value1f>("k");
+        Out::from(x * 2.0f32 + k);
+    })
+    .unwrap();
+    let n = 4099;
+    let x = Array::from_fn([n], |i| i as f32).unwrap();
+    for d in devices() {
+        let mut kept = Vec::new();
+        for i in 0..60 {
+            let y: Array<1, f32> = d.scope(|| p.apply((&x, i as f32))).unwrap();
+            y.to_device(&d).unwrap();
+            if i % 7 == 0 {
+                kept.push((i, y));
+            }
+        }
+        for (i, y) in &kept {
+            let v = y.to_vec().unwrap();
+            assert!(
+                v.iter()
+                    .enumerate()
+                    .all(|(e, &got)| got == e as f32 * 2.0 + *i as f32),
+                "apply {i} on {d}: a later apply overwrote its output"
+            );
+            assert_eq!(
+                d.scope(|| sum(y)).unwrap(),
+                Device::interp().scope(|| sum(y)).unwrap(),
+                "sum of apply {i} on {d}"
+            );
+        }
+    }
+}
