@@ -206,9 +206,10 @@ fn kernel_rows(dev: &Device) -> (f64, f64) {
     (launch, map)
 }
 
-/// CUDA's own costs from `DIR/launch_cuda`: seconds per empty launch back to back, and per
-/// launch + synchronise + 4-byte copy.
-fn cuda_baseline(dir: &Path) -> Option<(f64, f64, f64)> {
+/// CUDA's own costs (`bench/cuda/launch.cu`): seconds per empty launch back to back, per
+/// launch + synchronise + 4-byte copy, and the device copy bandwidth of 2^26 f32 in GB/s
+/// timed on the host (call to completion) and by CUDA events.
+fn cuda_baseline(dir: &Path) -> Option<(f64, f64, f64, f64)> {
     let exe = dir.join("launch_cuda");
     let out = Command::new(&exe).output().ok()?;
     if !out.status.success() {
@@ -221,7 +222,7 @@ fn cuda_baseline(dir: &Path) -> Option<(f64, f64, f64)> {
         .filter_map(|t| t.parse().ok())
         .collect();
     match v.as_slice() {
-        [a, b, c] => Some((*a, *b, *c)),
+        [a, b, c, d] => Some((*a, *b, *c, *d)),
         _ => None,
     }
 }
@@ -284,14 +285,14 @@ pub fn main(args: &[String]) {
     row(
         &format!("apply on {SMALL} f32, back to back ({CHAIN} chained)"),
         &|c| us(c.back_to_back),
-        cuda.map_or("—".into(), |(l, _, _)| {
+        cuda.map_or("—".into(), |(l, _, _, _)| {
             format!("{} (empty kernel)", us(l))
         }),
     );
     row(
         &format!("apply on {SMALL} f32 + read one element"),
         &|c| us(c.apply_read),
-        cuda.map_or("—".into(), |(_, s, _)| {
+        cuda.map_or("—".into(), |(_, s, _, _)| {
             format!("{} (launch + sync + 4-byte copy)", us(s))
         }),
     );
@@ -301,7 +302,7 @@ pub fn main(args: &[String]) {
         "—".into(),
     );
     // Bandwidth: bytes read / time, and on a GPU its ratio to the device copy's.
-    let copy_bw = cuda.map(|(_, _, b)| b);
+    let copy_bw = cuda.map(|(_, _, b, _)| b);
     let bw = |t: f64, gpu: bool| {
         let gbs = (4usize << 26) as f64 / t / 1e9;
         match copy_bw.filter(|_| gpu) {

@@ -468,9 +468,17 @@ fn jobs(s: Sizes, dir: &Path) -> Vec<Job> {
                 format!("{tol:e}"),
             ],
             weft: Box::new(move |dev, reps| {
+                // As the CUDA baseline: b on the device before, x read back after the
+                // timed solves.
                 let da = cg::DeviceCsr::new(&a2).unwrap_or_else(|e| fail(e.to_string()));
-                let (t, sol) = time_weft(reps, || cg::cg(dev, &da, &b2, tol, maxit));
-                (t, ok(&sol.x))
+                let b = weft::Array::from_slice([b2.len()], &b2[..])
+                    .unwrap_or_else(|e| fail(e.to_string()));
+                b.to_device(dev).unwrap_or_else(|e| fail(e.to_string()));
+                let (t, sol) = time_weft(reps, || cg::cg_arrays(dev, &da, &b, tol, maxit));
+                (
+                    t,
+                    ok(&sol.x.to_vec().unwrap_or_else(|e| fail(e.to_string()))),
+                )
             }),
             check: Box::new(move |d, sfx, _| ok2(&read_f64(&d.join(format!("cg_x.{sfx}.bin"))))),
         });

@@ -102,6 +102,35 @@ pub struct Solve {
 
 /// Solves `A x = b` from `x = 0` until ‖r‖/‖b‖ < `tol` or `maxit` iterations.
 pub fn cg(dev: &Device, a: &DeviceCsr, b: &[f64], tol: f64, maxit: usize) -> Result<Solve> {
+    let b = Array::from_slice([b.len()], b)?;
+    let s = cg_arrays(dev, a, &b, tol, maxit)?;
+    Ok(Solve {
+        x: s.x.to_vec()?,
+        iterations: s.iterations,
+        residual: s.residual,
+    })
+}
+
+/// The result of [`cg_arrays`]: the solution where the device left it.
+pub struct SolveArrays {
+    /// The solution (`n` elements, resident on the device).
+    pub x: Array<1, f64>,
+    /// Iterations run.
+    pub iterations: usize,
+    /// ‖r‖/‖b‖ of the recurrence at exit.
+    pub residual: f64,
+}
+
+/// [`cg`] on arrays: `b` is read where it is (resident on a GPU after its first use) and the
+/// solution stays on the device, as in the hand CUDA baseline (docs/workloads.md). ‖b‖ is
+/// computed on the device too.
+pub fn cg_arrays(
+    dev: &Device,
+    a: &DeviceCsr,
+    b: &Array<1, f64>,
+    tol: f64,
+    maxit: usize,
+) -> Result<SolveArrays> {
     let spmv_dot = Program::record_named("spmv_dot", || {
         let (rowptr, col, val) = csr_inputs();
         let p = InArray::<1, Value1d>::named("p", Boundary::Clamp);
@@ -128,13 +157,22 @@ pub fn cg(dev: &Device, a: &DeviceCsr, b: &[f64], tol: f64, maxit: usize) -> Res
         let beta = Param::uniform::<Value1d>("beta");
         Out::named("p", r + beta * p);
     })?;
+    let square = Program::record_named("square", || {
+        let b = In::<Value1d>::named("b");
+        Out::named("bb", &b * &b);
+    })?;
+    let zeros = Program::record_named("zeros", || {
+        Out::named("x", Value1d::splat(0.0));
+    })?;
     let n = a.n;
-    let bnorm = b.iter().map(|v| v * v).sum::<f64>().sqrt();
     dev.scope(|| {
-        let mut x: Array<1, f64> = Array::filled([n], 0.0)?;
-        let mut r: Array<1, f64> = Array::from_slice([n], b)?;
+        let bb: Array<1, f64> = square.apply(b)?;
+        let mut rr = sum(&bb)?;
+        let bnorm = rr.sqrt();
+        // x₀ = 0, made where the solve runs (no upload).
+        let mut x: Array<1, f64> = zeros.apply_shape(&[n], ())?;
+        let mut r = b.clone();
         let mut p = r.clone();
-        let mut rr = b.iter().map(|v| v * v).sum::<f64>();
         let mut it = 0;
         let mut res = rr.sqrt() / bnorm;
         // `WEFT_CG_PROFILE=1`: host time of each step, summed over the iterations, on stderr.
@@ -179,8 +217,8 @@ pub fn cg(dev: &Device, a: &DeviceCsr, b: &[f64], tol: f64, maxit: usize) -> Res
                 per(4)
             );
         }
-        Ok(Solve {
-            x: x.to_vec()?,
+        Ok(SolveArrays {
+            x,
             iterations: it,
             residual: res,
         })
