@@ -249,6 +249,7 @@ pub fn main(args: &[String]) {
         let x: Array<1, f32> = ok(Array::from_fn([size], |i| (i % 7) as f32));
         let dev = match option_value(args, "--sum-device").map(String::as_str) {
             Some("llvm") => Device::cpu_llvm(),
+            Some("cuda") => ok(Device::cuda(0)),
             _ => Device::cpu(),
         };
         for _ in 0..n {
