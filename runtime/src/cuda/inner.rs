@@ -196,6 +196,19 @@ impl Inner {
         cfg: &GpuConfig,
         n: usize,
     ) -> Result<(u32, u32), CudaError> {
+        let sms = self.info.multiprocessors.max(1) as u64;
+        if cfg.block.is_none() && cfg.grid.is_none() && (n as u64) < sms * k.auto_block as u64 {
+            // A launch too small to give every multiprocessor a block of the suggested size:
+            // smaller blocks (whole warps) spread it over more of them, so that latency-bound
+            // work (a reduction's later levels, a small solve) has more load units and
+            // caches. Every block is resident at once: no occupancy query.
+            let block = (n as u64)
+                .div_ceil(sms)
+                .next_multiple_of(32)
+                .clamp(32, k.auto_block as u64);
+            let grid = (n as u64).div_ceil(block).max(1);
+            return Ok((block as u32, grid as u32));
+        }
         let block = cfg.block.map_or(k.auto_block, |b| b.clamp(1, k.max_block));
         let grid = match cfg.grid {
             Some(g) => g.clamp(1, MAX_GRID),
@@ -206,7 +219,7 @@ impl Inner {
                     self.bind()?;
                     self.blocks_per_sm(k.module.func, block)
                 };
-                let full = (self.info.multiprocessors.max(1) as u64) * per_sm as u64;
+                let full = sms * per_sm as u64;
                 (n as u64)
                     .div_ceil(block as u64)
                     .min(full)

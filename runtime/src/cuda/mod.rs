@@ -59,7 +59,9 @@ use sum::SumKernel;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct GpuConfig {
     /// Threads per block; `None` picks the driver's occupancy suggestion
-    /// (`cuOccupancyMaxPotentialBlockSize`, 256 if unavailable). Clamped to 1 … the kernel's
+    /// (`cuOccupancyMaxPotentialBlockSize`, 256 if unavailable), or, when the launch has
+    /// fewer elements than multiprocessors × that and the grid is not given either, the
+    /// whole warps that spread it over every multiprocessor. Clamped to 1 … the kernel's
     /// limit (usually 1024).
     pub block: Option<u32>,
     /// Blocks in the grid; `None` picks `min(⌈n / block⌉, SMs × resident blocks per SM)`
