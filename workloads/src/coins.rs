@@ -96,6 +96,8 @@ pub struct Finder {
     edges: Program,
     rings: Vec<(i32, Program)>,
     keep_best: Program,
+    /// `keep_best` against zeros (the first radius): no zero arrays to make or upload.
+    first_best: Program,
     suppress: Program,
 }
 
@@ -124,6 +126,13 @@ impl Finder {
             Out::named("best", select(&gt, &s, &best));
             Out::named("rad", select(&gt, radius, rad));
         })?;
+        let first_best = Program::record_named("first_best", || {
+            let s = In::<Value1f>::named("s");
+            let radius = Param::uniform::<Value1i>("radius");
+            let gt = s.gt(0.0f32);
+            Out::named("best", select(&gt, &s, 0.0f32));
+            Out::named("rad", select(&gt, radius, 0i32));
+        })?;
         let suppress = Program::record_named("suppress", || {
             let best = In::<Value1f>::named("best");
             let cy = Param::uniform::<Value1i>("cy");
@@ -138,6 +147,7 @@ impl Finder {
             edges: edges_program()?,
             rings,
             keep_best,
+            first_best,
             suppress,
         })
     }
@@ -146,12 +156,19 @@ impl Finder {
     pub fn run(&self, img: &Array<2, f32>) -> Result<Vec<Coin>> {
         let [h, w] = img.shape();
         let e: Array<2, f32> = self.edges.apply_shape(&[h, w], img)?;
-        let mut best: Array<2, f32> = Array::filled([h, w], 0.0)?;
-        let mut rad: Array<2, i32> = Array::filled([h, w], 0)?;
+        let mut best_rad: Option<(Array<2, f32>, Array<2, i32>)> = None;
         for (r, ring_r) in &self.rings {
             let s: Array<2, f32> = ring_r.apply_shape(&[h, w], &e)?;
-            (best, rad) = self.keep_best.apply((&s, *r, &best, &rad))?;
+            best_rad = Some(match &best_rad {
+                None => self.first_best.apply((&s, *r))?,
+                Some((best, rad)) => self.keep_best.apply((&s, *r, best, rad))?,
+            });
         }
+        let Some((mut best, rad)) = best_rad else {
+            return Ok(Vec::new());
+        };
+        // Every peak needs its radius for the suppression: one read of the whole array
+        // beats a 4-byte read (and synchronisation) per peak.
         let rads = rad.to_vec()?;
         let mut coins = Vec::new();
         while coins.len() < self.prm.npeaks {

@@ -47,27 +47,42 @@ pub fn jacobi(
     tol: f32,
     max_sweeps: usize,
 ) -> Result<(Vec<f32>, usize, f32)> {
+    let u0: Array<2, f32> = Array::from_vec([n, n], initial(n))?;
+    let (u, sweeps, delta) = jacobi_arrays(dev, &u0, tol, max_sweeps)?;
+    Ok((u.to_vec()?, sweeps, delta))
+}
+
+/// [`jacobi`] on arrays: the initial grid `u0` (`n × n`) is read where it is (resident on a
+/// GPU after its first use) and the result stays on the device, as in the hand CUDA
+/// baseline (docs/workloads.md).
+pub fn jacobi_arrays(
+    dev: &Device,
+    u0: &Array<2, f32>,
+    tol: f32,
+    max_sweeps: usize,
+) -> Result<(Array<2, f32>, usize, f32)> {
     let full = sweep()?;
     let fast = full.keep(&["u_next"])?;
-    let mut u: Array<2, f32> = Array::from_vec([n, n], initial(n))?;
+    let shape = u0.shape();
+    let mut u = u0.clone();
     let (mut sweeps, mut delta) = (0, f32::INFINITY);
     dev.scope(|| -> Result<()> {
         while sweeps < max_sweeps {
             sweeps += 1;
             if sweeps % CHECK == 0 {
-                let (next, d): (Array<2, f32>, Array<2, f32>) = full.apply_shape(&[n, n], &u)?;
+                let (next, d): (Array<2, f32>, Array<2, f32>) = full.apply_shape(&shape, &u)?;
                 u = next;
                 delta = max(&d)?;
                 if delta < tol {
                     break;
                 }
             } else {
-                u = fast.apply_shape(&[n, n], &u)?;
+                u = fast.apply_shape(&shape, &u)?;
             }
         }
         Ok(())
     })?;
-    Ok((u.to_vec()?, sweeps, delta))
+    Ok((u, sweeps, delta))
 }
 
 /// The f64 reference: `sweeps` sweeps of the same stencil.
