@@ -78,10 +78,10 @@ pub const SPAN: usize = COLS * ROWS;
 /// beyond it a vector level first is faster.
 const SMALL: usize = 2048;
 
-/// [`SMALL`] on a GPU: one row (16 loads in flight, then the column tree). One thread
+/// [`SMALL`] on a GPU: two rows (16 loads in flight each, then the column tree). One thread
 /// folding 256 elements took 13.5 µs on an H200 (16 rows one after the other), against
 /// ~3 µs for another level launch.
-const GPU_SMALL: usize = COLS;
+const GPU_SMALL: usize = 2 * COLS;
 
 /// A combiner: program `name` of `module` with `2k` inputs and `k` outputs of the state types.
 #[derive(Clone)]

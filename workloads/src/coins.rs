@@ -135,12 +135,17 @@ impl Finder {
         })?;
         let suppress = Program::record_named("suppress", || {
             let best = In::<Value1f>::named("best");
+            let rad = InArray::<2, Value1i>::named("rad", Boundary::Clamp);
             let cy = Param::uniform::<Value1i>("cy");
             let cx = Param::uniform::<Value1i>("cx");
-            let r2 = Param::uniform::<Value1i>("r2");
+            // The peak's radius, read on the device (no download per peak).
+            let r = rad.read(Value2i::from_lanes([cy.clone(), cx.clone()]));
             let p = index::<2>();
             let (dy, dx) = (p.x() - cy, p.y() - cx);
-            Out::named("best", select((&dy * &dy + &dx * &dx).lt(r2), 0.0f32, best));
+            Out::named(
+                "best",
+                select((&dy * &dy + &dx * &dx).lt(&r * &r), 0.0f32, best),
+            );
         })?;
         Ok(Finder {
             prm,
@@ -167,9 +172,6 @@ impl Finder {
         let Some((mut best, rad)) = best_rad else {
             return Ok(Vec::new());
         };
-        // Every peak needs its radius for the suppression: one read of the whole array
-        // beats a 4-byte read (and synchronisation) per peak.
-        let rads = rad.to_vec()?;
         let mut coins = Vec::new();
         while coins.len() < self.prm.npeaks {
             let (v, i) = arg_max(&best)?;
@@ -177,9 +179,21 @@ impl Finder {
                 break;
             }
             let (y, x) = (i / w, i % w);
-            let r = rads[i];
-            coins.push(Coin { y, x, r, score: v });
-            best = self.suppress.apply((&best, y as i32, x as i32, r * r))?;
+            coins.push(Coin {
+                y,
+                x,
+                r: 0,
+                score: v,
+            });
+            best = self.suppress.apply((&best, &rad, y as i32, x as i32))?;
+        }
+        // The peaks' radii: one gather and one small read.
+        if !coins.is_empty() {
+            let at: Vec<[i32; 2]> = coins.iter().map(|c| [c.y as i32, c.x as i32]).collect();
+            let at = Array::from_vec([at.len()], at)?;
+            for (c, r) in coins.iter_mut().zip(rad.gather(&at)?.to_vec()?) {
+                c.r = r;
+            }
         }
         Ok(coins)
     }
