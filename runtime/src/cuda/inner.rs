@@ -112,14 +112,10 @@ impl Inner {
         Ok(b)
     }
 
-    /// Loads PTX (NUL-free text) and finds its entry; JIT errors come with the JIT's log.
-    pub(super) fn load_module(&self, ptx: &str, entry: &str) -> Result<LoadedModule, CudaError> {
-        self.load_module_at(ptx, entry, 4)
-    }
-
-    /// [`Inner::load_module`] with the driver's PTX optimisation level (`CU_JIT_OPTIMIZATION_LEVEL`,
-    /// 0 … 4; 4 is the driver's default): kernels LLVM compiled below full effort (very large
-    /// programs, docs/abi.md) get 0, since `ptxas` is super-linear on them too.
+    /// Loads PTX (NUL-free text) and finds its entry, with the driver's PTX optimisation
+    /// level (`CU_JIT_OPTIMIZATION_LEVEL`, 0 … 4; 4 is the driver's default): kernels LLVM
+    /// compiled below full effort (very large programs, docs/abi.md) get 0, since `ptxas` is
+    /// super-linear on them too. JIT errors come with the JIT's log.
     pub(super) fn load_module_at(
         &self,
         ptx: &str,

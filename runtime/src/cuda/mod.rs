@@ -47,13 +47,11 @@ mod buffer;
 mod driver;
 mod inner;
 mod launch;
-mod sum;
 
 pub use buffer::{CudaArg, CudaBuffer, CudaBufferLaunch, CudaKernelArg};
 pub use driver::{cuda_devices, cuda_driver_status, cuda_driver_version, CudaError, DeviceInfo};
 use driver::{device_count, device_info, driver, drv, guard, lock};
 pub use launch::{CudaKernelLaunch, CudaLaunch};
-use sum::SumKernel;
 
 /// Launch geometry and code generation options of a CUDA device.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -115,7 +113,7 @@ impl Drop for LoadedModule {
     fn drop(&mut self) {
         let _ = catch_unwind(AssertUnwindSafe(|| {
             let _ = self.ctx.bind_to_thread();
-            // SAFETY: loaded by `Inner::load_module` and unloaded only here.
+            // SAFETY: loaded by `Inner::load_module_at` and unloaded only here.
             let _ = unsafe { result::module::unload(self.module) };
         }));
     }
@@ -232,10 +230,6 @@ struct Inner {
     upload_bytes: AtomicU64,
     downloads: AtomicU64,
     download_bytes: AtomicU64,
-    /// The built-in sum kernel (`cuda_sum.ptx`), loaded on first use, with its grid size and
-    /// scratch buffers for the block partials and the result (kept between calls: allocating
-    /// them cost as much as a launch).
-    sum_kernel: Mutex<Option<SumKernel>>,
 }
 
 impl CudaKernel {
@@ -352,7 +346,6 @@ impl CudaDevice {
                     upload_bytes: AtomicU64::new(0),
                     downloads: AtomicU64::new(0),
                     download_bytes: AtomicU64::new(0),
-                    sum_kernel: Mutex::default(),
                 }),
                 config: GpuConfig::default(),
             })
