@@ -311,8 +311,8 @@ pub fn main(args: &[String]) {
             None => format!("{} ({gbs:.1} GB/s)", us(t)),
         }
     };
-    let copy = copy_bw.map_or("—".into(), |b| {
-        format!("{b:.0} GB/s (device copy, 2^26 f32)")
+    let copy = cuda.map_or("—".into(), |(_, _, b, e)| {
+        format!("{b:.0} GB/s (device copy of 2^26 f32, call to completion; {e:.0} GB/s by events)")
     });
     row(
         "`sum` of 2^26 f32",

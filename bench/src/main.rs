@@ -508,6 +508,7 @@ fn main() {
     for part in [
         "docs/performance-workloads.md",
         "docs/performance-workloads-gpu.md",
+        "docs/performance-launch.md",
         "docs/performance-workloads-notes.md",
         "docs/performance-algebra.md",
         "docs/performance-reduce.md",
@@ -551,7 +552,7 @@ fn reduce_main() {
         "{threads} threads. `weft::sum` on an array already on the host,\n"
     ));
     md.push_str(
-        "timed as a whole call (the passes of the reduction tree, the host-side final fold);\n",
+        "timed as a whole call (every level of the reduction and the read of the result);\n",
     );
     md.push_str("bandwidth is bytes read / time. Devices and the triad alternate over 5 rounds; medians.\n\n");
     table(&mut md, "weft", &rows, &[]);

@@ -799,10 +799,14 @@ fn markdown(rows: &[Row], machine: &str, reps: usize, args: &[String]) -> String
         "`scripts/fetch_data.sh`). Machine: {machine}. Medians of {reps} runs after one warm-up run\n"
     ));
     md.push_str("(compilation, uploads). weft is timed from inputs already in weft arrays to results computed\n");
-    md.push_str("(the GPU waited for; Jacobi, CG, EP and the coin finder include their host loops, reductions\n");
     md.push_str(
-        "and result downloads); baselines time their computation only (docs/workloads.md).\n",
+        "(the GPU waited for; Jacobi, CG, EP and the coin finder include their host loops and\n",
     );
+    md.push_str("reductions; Jacobi and CG leave their result arrays on the device, as the CUDA baselines do;\n");
+    md.push_str(
+        "Black-Scholes is the time per call of a stream of 10 calls with one read at the end);\n",
+    );
+    md.push_str("baselines time their computation only (docs/workloads.md).\n");
     md.push_str("✗ marks a result outside its tolerance; an empty cell: not available here.\n\n");
     md.push_str(&format!("| workload | {} |\n", cols.join(" | ")));
     md.push_str(&format!("|---|{}\n", "---:|".repeat(cols.len())));
