@@ -847,6 +847,20 @@ fn reduce_levels(
     map: Option<&MapFn>,
     data: &ArrayData,
 ) -> Result<Option<Vec<Const>>> {
+    match reduce_levels_on_device(dev, c, map, data)? {
+        Some(states) => Ok(host_states(&states, 0, 1)?.pop()),
+        None => Ok(None),
+    }
+}
+
+/// [`reduce_levels`], leaving the result where `dev` computed it: one one-element array per
+/// state component (on a GPU, resident there until read).
+fn reduce_levels_on_device(
+    dev: &Device,
+    c: &Combiner,
+    map: Option<&MapFn>,
+    data: &ArrayData,
+) -> Result<Option<Vec<ArrayData>>> {
     let Some(first) = elements(data)? else {
         return Ok(None);
     };
@@ -863,8 +877,7 @@ fn reduce_levels(
             let m = cached(c, map, Kind::Small, &elems, || {
                 small_program(c, map, &elems)
             })?;
-            let states = run_level(dev, &m, "reduce.small", args, &[1])?;
-            return Ok(host_states(&states, 0, 1)?.pop());
+            return run_level(dev, &m, "reduce.small", args, &[1]).map(Some);
         }
         let outs = if n > SPAN {
             level_outputs(n)
@@ -984,6 +997,26 @@ fn builtin<const D: usize, T: Elem>(op: Opcode, a: &Array<D, T>) -> Result<Optio
 /// Elements of `bool`; a device failure.
 pub fn sum<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<T> {
     Ok(builtin(Opcode::Add, a)?.unwrap_or_else(|| T::from_lanes(|_| T::Scalar::from_bits(0))))
+}
+
+/// [`sum`] as a one-element array, left where the current device computed it (on a GPU,
+/// resident there until read), so a result another launch consumes needs no host round trip
+/// (issue 21). Same bits as [`sum`]; an empty array gives `[0]`.
+///
+/// # Errors
+/// As [`sum`].
+pub fn sum_array<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<Array<1, T>> {
+    if T::Scalar::SCALAR == ScalarType::Bool {
+        return Err(Error::argument(format!(
+            "sum: elements of type {} have no arithmetic",
+            a.elem_type()
+        )));
+    }
+    let c = builtin_combiner(Opcode::Add, T::ir_type())?;
+    match reduce_levels_on_device(&Device::current(), &c, None, &a.data)? {
+        Some(mut states) => Array::from_data(states.remove(0)),
+        None => Array::from_vec([1], vec![T::from_lanes(|_| T::Scalar::from_bits(0))]),
+    }
 }
 
 /// The product of all elements (lane-wise; 1 for an empty array) on the current device.

@@ -14,7 +14,7 @@ pub mod scalar;
 
 pub use apply::{count, reduce, Arg, Args, Bundle, Outputs};
 pub use array::{grid1, grid2, grid3, Array, Residency};
-pub use collective::{arg_max, arg_min, max, min, product, sum};
+pub use collective::{arg_max, arg_min, max, min, product, sum, sum_array};
 pub use device::Device;
 pub use error::{Error, Result};
 pub use scalar::{Elem, Scalar};

@@ -425,3 +425,40 @@ fn pooled_outputs_never_alias_live_arrays() {
         }
     }
 }
+
+/// `sum_array` leaves the sum where it was computed, as a one-element array another launch
+/// reads without a host round trip; its bits are `sum`'s on every device.
+#[test]
+fn sums_stay_on_the_device_as_one_element_arrays() {
+    use weft::dsl::{index, In, InArray, Out, Program, Value1f};
+    use weft::ir::Boundary;
+    let scale = Program::record(|| {
+        let x = In::<Value1f>::new();
+        let total = InArray::<1, Value1f>::named("total", Boundary::Clamp);
+        let i = index::<1>();
+        Out::from(x / total.read(i * 0i32));
+    })
+    .unwrap();
+    for n in [0usize, 1, 5000] {
+        let a = Array::from_fn([n], |i| (i % 13) as f32 + 0.5).unwrap();
+        for d in devices() {
+            d.scope(|| {
+                let s = weft::sum_array(&a).unwrap();
+                assert_eq!(s.shape(), [1]);
+                let want = sum(&a).unwrap();
+                assert_eq!(
+                    s.to_vec().unwrap()[0].to_bits(),
+                    want.to_bits(),
+                    "n = {n} on {d}"
+                );
+                if n > 0 {
+                    let y: Array<1, f32> = scale.apply((&a, &s)).unwrap();
+                    assert_eq!(
+                        y.get(n - 1).unwrap(),
+                        Some(a.get(n - 1).unwrap().unwrap() / want)
+                    );
+                }
+            });
+        }
+    }
+}
