@@ -430,13 +430,12 @@ fn pooled_outputs_never_alias_live_arrays() {
 /// reads without a host round trip; its bits are `sum`'s on every device.
 #[test]
 fn sums_stay_on_the_device_as_one_element_arrays() {
-    use weft::dsl::{index, In, InArray, Out, Program, Value1f};
+    use weft::dsl::{In, InArray, Out, Program, Value1f, Value1i};
     use weft::ir::Boundary;
     let scale = Program::record(|| {
         let x = In::<Value1f>::new();
         let total = InArray::<1, Value1f>::named("total", Boundary::Clamp);
-        let i = index::<1>();
-        Out::from(x / total.read(i * 0i32));
+        Out::from(x / total.read(Value1i::splat(0)));
     })
     .unwrap();
     for n in [0usize, 1, 5000] {
