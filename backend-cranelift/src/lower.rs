@@ -1602,12 +1602,8 @@ impl Lowerer<'_, '_> {
                     self.b.ins().select(neg, up, r)
                 }
                 Boundary::Constant(_) => {
-                    let ge0 = self
-                        .b
-                        .ins()
-                        .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
-                    let ltn = self.b.ins().icmp(IntCC::SignedLessThan, c, n);
-                    let inb = self.b.ins().band(ge0, ltn);
+                    // 0 ≤ c < n as one unsigned comparison (n ≥ 0).
+                    let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, c, n);
                     inb_all = self.b.ins().band(inb_all, inb);
                     let zero = self.iconst(T::I64, 0);
                     self.b.ins().select(inb, c, zero)

@@ -252,6 +252,18 @@ pub fn main(args: &[String]) {
             Some("cuda") => ok(Device::cuda(0)),
             _ => Device::cpu(),
         };
+        // `--user-combiner`: `reduce` with a user combiner (`a + b`) instead of `sum`.
+        if args.iter().any(|a| a == "--user-combiner") {
+            let add = ok(Program::record_named("add", || {
+                let a = In::<Value1f>::named("a");
+                let b = In::<Value1f>::named("b");
+                Out::named("r", a + b);
+            }));
+            for _ in 0..n {
+                std::hint::black_box(ok(dev.scope(|| weft::reduce(&add, &x))));
+            }
+            return;
+        }
         for _ in 0..n {
             std::hint::black_box(ok(dev.scope(|| sum(&x))));
         }

@@ -86,7 +86,10 @@ const GPU_SMALL: usize = 2 * COLS;
 /// A combiner: program `name` of `module` with `2k` inputs and `k` outputs of the state types.
 #[derive(Clone)]
 struct Combiner {
-    module: Module,
+    /// Shared: the built-ins are kept per (op, type) and handed out on every call.
+    module: Arc<Module>,
+    /// `weft_ir::launch::fingerprint(module)`, the generated programs' cache key.
+    fingerprint: u64,
     name: String,
     state: Vec<Type>,
     /// The built-ins' identity per state component, lane bits (`x ⊕ e = x` bit for bit, NaN
@@ -121,8 +124,10 @@ impl Combiner {
                 list(&outs)
             )));
         }
+        let module = inlined(module, name)?;
         Ok(Combiner {
-            module: inlined(module, name)?,
+            fingerprint: weft_ir::launch::fingerprint(&module),
+            module: Arc::new(module),
             name: name.to_string(),
             state: outs,
             identity: None,
@@ -208,10 +213,11 @@ fn cached(
     elems: &[Type],
     build: impl FnOnce() -> Result<Module>,
 ) -> Result<Arc<Module>> {
-    let fp = |m: &Module| weft_ir::launch::fingerprint(m);
     let key = (
-        fp(&c.module),
-        map.map_or(0, |m| fp(&m.module) ^ m.with_index as u64),
+        c.fingerprint,
+        map.map_or(0, |m| {
+            weft_ir::launch::fingerprint(&m.module) ^ m.with_index as u64
+        }),
         kind,
         elems.to_vec(),
     );
@@ -899,14 +905,14 @@ fn reduce_levels_on_device(
 }
 
 /// A combiner applying `op` lane-wise to two values of `ty` (built once per process).
-fn builtin_combiner(op: Opcode, ty: Type) -> Result<Combiner> {
-    type Builtins = std::sync::Mutex<std::collections::HashMap<(Opcode, Type), Combiner>>;
+fn builtin_combiner(op: Opcode, ty: Type) -> Result<Arc<Combiner>> {
+    type Builtins = std::sync::Mutex<std::collections::HashMap<(Opcode, Type), Arc<Combiner>>>;
     static BUILTINS: std::sync::OnceLock<Builtins> = std::sync::OnceLock::new();
     let map = BUILTINS.get_or_init(Default::default);
     if let Some(c) = map.lock().unwrap_or_else(|e| e.into_inner()).get(&(op, ty)) {
         return Ok(c.clone());
     }
-    let c = make_builtin_combiner(op, ty)?;
+    let c = Arc::new(make_builtin_combiner(op, ty)?);
     map.lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert((op, ty), c.clone());
