@@ -198,6 +198,8 @@ enum Kind {
     Tree,
     /// `reduce.block`: one launch element per block, runs and tree fused.
     Block,
+    /// `reduce.zeros`: the output buffers of `reduce.runs`.
+    Zeros,
 }
 static PASSES: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
 
@@ -725,6 +727,157 @@ fn small_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Mo
     finish_level(b, c, map, &accs[0])
 }
 
+/// `reduce.runs` (kernel mode; one work-group of [`LANES`] work-items per segment of
+/// [`SEGMENT`] elements): a level of a user-combiner reduction of one scalar state, in the
+/// order of `reduce.cols` and `reduce.tree`, for a GPU. The work-items first copy the
+/// segment into shared memory with coalesced loads (run `j` at `j·(RUN + 1)`: the padding
+/// puts the work-items' reads of their runs in different banks), then each folds its run,
+/// and the runs are combined pairwise through shared memory; work-item 0 writes the segment's
+/// state to `o0[group]`. One launch per level, and a warp's loads read consecutive elements
+/// (`reduce.cols` on a GPU issued one load per element of a 64-element run per thread).
+fn runs_kernel_program(c: &Combiner, elem: Type) -> Result<Module> {
+    let st = c.state[0];
+    let mut b = ProgramBuilder::new("reduce.runs");
+    b.make_kernel();
+    let at = |t: Type| {
+        Type::array(1, t, Boundary::Clamp)
+            .ok_or_else(|| Error::argument(format!("reduce: no arrays of {t}")))
+    };
+    let x = b.array("x0", at(elem)?);
+    let out = b.buffer("o0", at(st)?);
+    let n = b.uniform("n", Type::i32());
+    let pitch = RUN + 1;
+    let cap = i32c(&mut b, LANES * pitch);
+    let s = b.op_typed(Opcode::Shared, &[cap], at(st)?);
+    let lanes_c = i32c(&mut b, LANES);
+    let t = b.op_typed(Opcode::Shared, &[lanes_c], at(st)?);
+    let l = b.op_typed(Opcode::LocalId, &[], Type::i32());
+    let g = b.op_typed(Opcode::GroupId, &[], Type::i32());
+    let (start, len) = block_of(&mut b, g, n);
+    let cp = c.program().clone();
+    // Stage: element e = 32·k + l of the segment goes to s[(e / RUN)·pitch + e mod RUN].
+    let zero = i32c(&mut b, 0);
+    let one = i32c(&mut b, 1);
+    let rows = i32c(&mut b, RUN);
+    b.for_range(zero, rows, one, |b, k| {
+        let kl = b.op(Opcode::Mul, &[k, lanes_c]);
+        let e = b.op(Opcode::Add, &[kl, l]);
+        let inside = b.op(Opcode::Lt, &[e, len]);
+        b.if_(inside, |b| {
+            let p = b.op(Opcode::Add, &[start, e]);
+            let v = b.read(x, p);
+            let run = i32c(b, RUN);
+            let pc = i32c(b, pitch);
+            let j = b.op(Opcode::Div, &[e, run]);
+            let r = b.op(Opcode::Rem, &[e, run]);
+            let jp = b.op(Opcode::Mul, &[j, pc]);
+            let q = b.op(Opcode::Add, &[jp, r]);
+            b.effect(Opcode::Store, &[s, q, v]);
+        });
+    });
+    b.effect(Opcode::Barrier, &[]);
+    // Fold run l (RUN elements, fewer in the last one, none past the end).
+    let run = i32c(&mut b, RUN);
+    let off = b.op(Opcode::Mul, &[l, run]);
+    let rest = b.op(Opcode::Sub, &[len, off]);
+    let rest = b.op(Opcode::Max, &[rest, zero]);
+    let run_len = b.op(Opcode::Min, &[rest, run]);
+    let pc = i32c(&mut b, pitch);
+    let base = b.op(Opcode::Mul, &[l, pc]);
+    let vars = state_vars(&mut b, c, "acc");
+    let has = b.op(Opcode::Gt, &[run_len, zero]);
+    b.if_(has, |b| {
+        let v = b.read(s, base);
+        b.def_var(vars[0], v);
+        b.for_range(one, run_len, one, |b, r| {
+            let q = b.op(Opcode::Add, &[base, r]);
+            let v = b.read(s, q);
+            combine_into(b, &cp, &vars, &[v]);
+        });
+    });
+    let acc = b.use_var(vars[0]);
+    b.effect(Opcode::Store, &[t, l, acc]);
+    b.effect(Opcode::Barrier, &[]);
+    // Runs combined pairwise: run j with run j + o, j a multiple of 2o, both present.
+    let present = present(&mut b, len);
+    let mut o = 1;
+    while o < LANES {
+        let mask = i32c(&mut b, 2 * o - 1);
+        let oc = i32c(&mut b, o);
+        let low = b.op(Opcode::And, &[l, mask]);
+        let aligned = b.op(Opcode::Eq, &[low, zero]);
+        let partner = b.op(Opcode::Add, &[l, oc]);
+        let there = b.op(Opcode::Lt, &[partner, present]);
+        let go = b.op(Opcode::And, &[aligned, there]);
+        b.if_(go, |b| {
+            let a = b.read(t, l);
+            let z = b.read(t, partner);
+            let r = b.call(&cp, &[a, z]);
+            b.effect(Opcode::Store, &[t, l, r[0]]);
+        });
+        b.effect(Opcode::Barrier, &[]);
+        o *= 2;
+    }
+    let first = b.op(Opcode::Eq, &[l, zero]);
+    b.if_(first, |b| {
+        let v = b.read(t, zero);
+        b.effect(Opcode::Store, &[out, g, v]);
+    });
+    let mut m = built(b)?;
+    merge(&mut m, &c.module);
+    weft_ir::verify_module(&m).map_err(Error::invalid)?;
+    Ok(m)
+}
+
+/// `reduce.zeros` (launch shape `[n]`): zeros of `t`, made where the launch runs (the
+/// output buffers of `reduce.runs`, with no upload).
+fn zeros_program(t: Type) -> Result<Module> {
+    let mut b = ProgramBuilder::new("reduce.zeros");
+    let z = b.constant(Const::zero(t));
+    b.output("z", z);
+    built(b)
+}
+
+/// The kernels built from generated programs, once per (combiner, element type).
+fn runs_kernel(c: &Combiner, elem: Type) -> Result<crate::dsl::Kernel> {
+    type Kernels = std::sync::Mutex<std::collections::HashMap<(u64, Type), crate::dsl::Kernel>>;
+    static KERNELS: std::sync::OnceLock<Kernels> = std::sync::OnceLock::new();
+    let map = KERNELS.get_or_init(Default::default);
+    let key = (c.fingerprint, elem);
+    if let Some(k) = map.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(k.clone());
+    }
+    let m = runs_kernel_program(c, elem)?;
+    let k = crate::dsl::Kernel::from_program(crate::dsl::Program::from_module(m, "reduce.runs")?);
+    let mut g = map.lock().unwrap_or_else(|e| e.into_inner());
+    if g.len() >= PASSES_CAPACITY {
+        g.clear();
+    }
+    g.insert(key, k.clone());
+    Ok(k)
+}
+
+/// One level of a user-combiner reduction of a scalar state by `reduce.runs`: the states of
+/// the `⌈n / SEGMENT⌉` segments of `cur`'s `n` elements.
+fn runs_kernel_level(dev: &Device, c: &Combiner, cur: &ArrayData, n: usize) -> Result<ArrayData> {
+    let st = c.state[0];
+    let blocks = n.div_ceil(SEGMENT);
+    let kernel = runs_kernel(c, cur.elem)?;
+    let zeros = cached(c, None, Kind::Zeros, &[st], || zeros_program(st))?;
+    let l = prepare(&zeros, "reduce.zeros", Vec::new(), Some(&[blocks]))?;
+    let mut out = crate::exec::defer(dev, l).remove(0);
+    let groups =
+        u32::try_from(blocks).map_err(|_| Error::argument(format!("reduce: {blocks} segments")))?;
+    let mut args = [
+        crate::dsl::KernelArg::array_data(cur),
+        crate::dsl::KernelArg::buffer_data(&mut out),
+        crate::dsl::KernelArg::value(n as i32),
+    ];
+    kernel.launch_on(dev, &[groups], &[LANES as u32], &mut args)?;
+    drop(args);
+    Ok(out)
+}
+
 /// A 1-D view of elements `lo .. lo + n` of a contiguous array.
 fn view(d: &ArrayData, lo: usize, n: usize) -> ArrayData {
     let mut v = d.clone();
@@ -821,7 +974,10 @@ fn reduce_runs(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<Option<Ve
         let blocks = n.div_ceil(SEGMENT);
         let mut args: Vec<ArgVal> = cur.iter().map(|a| ArgVal::Array(a.clone())).collect();
         args.push(i32_arg(n));
-        let states = if blocks <= fused {
+        let scalar = c.state.len() == 1 && c.state[0].lanes().is_some_and(|l| l.1 == 1);
+        let states = if gpu_plan(dev) && scalar {
+            vec![runs_kernel_level(dev, c, &cur[0], n)?]
+        } else if blocks <= fused {
             let m = cached(c, None, Kind::Block, &elems, || {
                 block_program(c, None, &elems)
             })?;

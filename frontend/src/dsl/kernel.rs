@@ -95,6 +95,11 @@ impl Kernel {
         Ok(Kernel { program })
     }
 
+    /// A kernel-mode program as a kernel (the library's generated kernels).
+    pub(crate) fn from_program(program: Program) -> Kernel {
+        Kernel { program }
+    }
+
     /// The kernel as a program value (its module, IR and text).
     pub fn program(&self) -> &Program {
         &self.program
@@ -448,6 +453,16 @@ impl<'a> KernelArg<'a> {
     /// A buffer (for a [`Buffer`] parameter): the kernel's stores and atomics land in `a`.
     pub fn buffer<const D: usize, T: Elem>(a: &'a mut Array<D, T>) -> KernelArg<'a> {
         KernelArg(Karg::Buffer(&mut a.data))
+    }
+
+    /// [`KernelArg::array`] of untyped array data (the library's generated kernels).
+    pub(crate) fn array_data(d: &ArrayData) -> KernelArg<'static> {
+        KernelArg(Karg::Array(d.clone()))
+    }
+
+    /// [`KernelArg::buffer`] of untyped array data.
+    pub(crate) fn buffer_data(d: &'a mut ArrayData) -> KernelArg<'a> {
+        KernelArg(Karg::Buffer(d))
     }
 }
 

@@ -461,3 +461,53 @@ fn sums_stay_on_the_device_as_one_element_arrays() {
         }
     }
 }
+
+/// User combiners of one scalar state run as a kernel-mode level on a GPU (`reduce.runs`:
+/// the segment staged through shared memory): an f32 sum written as a user combiner, whose
+/// bits depend on the order, and "first nonzero", which is associative but does not
+/// commute, give the interpreter's results on every device and with the GPU's plan on the
+/// CPU.
+#[test]
+fn scalar_user_reductions_keep_the_order_on_every_plan() {
+    use weft::dsl::{select, In, Out, Program, Value1f, Value1i};
+    let add = Program::record(|| {
+        let a = In::<Value1f>::new();
+        let b = In::<Value1f>::new();
+        Out::from(a + b);
+    })
+    .unwrap();
+    let first_nonzero = Program::record(|| {
+        let a = In::<Value1i>::new();
+        let b = In::<Value1i>::new();
+        Out::from(select(a.ne(0i32), &a, b));
+    })
+    .unwrap();
+    for n in [1usize, 2, 63, 64, 65, 2047, 2048, 2049, 70_001] {
+        let xs = Array::from_fn([n], |i| ((i * 7919) % 1000) as f32 * 0.001 + 0.1).unwrap();
+        let ys = Array::from_fn([n], |i| if i % 977 == 500 { i as i32 } else { 0 }).unwrap();
+        let want_x = Device::interp().scope(|| weft::reduce(&add, &xs)).unwrap();
+        let want_y = (0..n).find(|i| i % 977 == 500).map_or(0, |i| i as i32);
+        let mut runs = Vec::new();
+        for d in devices() {
+            runs.push((d.to_string(), d.clone(), false));
+        }
+        runs.push(("cpu with the GPU plan".into(), Device::cpu(), true));
+        for (what, d, gpu_plan) in runs {
+            let run = || {
+                d.scope(|| {
+                    (
+                        weft::reduce(&add, &xs).unwrap(),
+                        weft::reduce(&first_nonzero, &ys).unwrap(),
+                    )
+                })
+            };
+            let (x, y) = if gpu_plan {
+                weft::collective::with_gpu_plan(run)
+            } else {
+                run()
+            };
+            assert_eq!(x.to_bits(), want_x.to_bits(), "sum, n = {n} on {what}");
+            assert_eq!(y, want_y, "first nonzero, n = {n} on {what}");
+        }
+    }
+}
