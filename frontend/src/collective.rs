@@ -756,25 +756,32 @@ fn runs_kernel_program(c: &Combiner, elem: Type) -> Result<Module> {
     let (start, len) = block_of(&mut b, g, n);
     let cp = c.program().clone();
     // Stage: element e = 32·k + l of the segment goes to s[(e / RUN)·pitch + e mod RUN].
+    // Straight-line code, STAGE loads before their stores, so that a work-item has that many
+    // loads in flight (a loop waited on each load before the next); positions past the end
+    // read clamped values into places no run reads.
     let zero = i32c(&mut b, 0);
     let one = i32c(&mut b, 1);
-    let rows = i32c(&mut b, RUN);
-    b.for_range(zero, rows, one, |b, k| {
-        let kl = b.op(Opcode::Mul, &[k, lanes_c]);
-        let e = b.op(Opcode::Add, &[kl, l]);
-        let inside = b.op(Opcode::Lt, &[e, len]);
-        b.if_(inside, |b| {
-            let p = b.op(Opcode::Add, &[start, e]);
-            let v = b.read(x, p);
-            let run = i32c(b, RUN);
-            let pc = i32c(b, pitch);
+    const STAGE: usize = 16;
+    for chunk in (0..RUN).collect::<Vec<_>>().chunks(STAGE) {
+        let loaded: Vec<(weft_ir::Value, weft_ir::Value)> = chunk
+            .iter()
+            .map(|&k| {
+                let kl = i32c(&mut b, k * LANES);
+                let e = b.op(Opcode::Add, &[kl, l]);
+                let p = b.op(Opcode::Add, &[start, e]);
+                (e, b.read(x, p))
+            })
+            .collect();
+        for (e, v) in loaded {
+            let run = i32c(&mut b, RUN);
+            let pc = i32c(&mut b, pitch);
             let j = b.op(Opcode::Div, &[e, run]);
             let r = b.op(Opcode::Rem, &[e, run]);
             let jp = b.op(Opcode::Mul, &[j, pc]);
             let q = b.op(Opcode::Add, &[jp, r]);
             b.effect(Opcode::Store, &[s, q, v]);
-        });
-    });
+        }
+    }
     b.effect(Opcode::Barrier, &[]);
     // Fold run l (RUN elements, fewer in the last one, none past the end).
     let run = i32c(&mut b, RUN);
