@@ -406,7 +406,7 @@ impl Kernel {
                 ))),
             })
             .collect::<Result<Vec<_>>>()?;
-        gpu.run_kernel_buffers(self.program.module(), self.name(), &kargs, g)?;
+        gpu.run_kernel_buffers_shared(self.program.module_arc(), self.name(), &kargs, g)?;
         drop(kargs);
         for (&i, a) in open.iter().zip(args.iter_mut()) {
             if let Karg::Buffer(d) = &mut a.0 {

@@ -274,6 +274,34 @@ impl CudaDevice {
         args: &[CudaKernelArg<'_>],
         grid: &weft_ir::KernelGrid,
     ) -> Result<(), RuntimeError> {
+        self.run_kernel_buffers_with(m, name, args, grid, || {
+            self.kernel_with(m, name, self.config().fast_math)
+        })
+    }
+
+    /// [`CudaDevice::run_kernel_buffers`] finding the compiled kernel by the module's `Arc`
+    /// identity instead of a hash of its IR (the `weft` library's kernels, launched often).
+    ///
+    /// # Errors
+    /// As [`CudaDevice::run_kernel_buffers`].
+    pub fn run_kernel_buffers_shared(
+        &self,
+        m: &Arc<Module>,
+        name: &str,
+        args: &[CudaKernelArg<'_>],
+        grid: &weft_ir::KernelGrid,
+    ) -> Result<(), RuntimeError> {
+        self.run_kernel_buffers_with(m, name, args, grid, || self.kernel_shared(m, name))
+    }
+
+    fn run_kernel_buffers_with(
+        &self,
+        m: &Module,
+        name: &str,
+        args: &[CudaKernelArg<'_>],
+        grid: &weft_ir::KernelGrid,
+        kernel: impl FnOnce() -> Result<Arc<super::CudaKernel>, RuntimeError>,
+    ) -> Result<(), RuntimeError> {
         let p = m
             .get(name)
             .ok_or_else(|| RunError::UnknownProgram(name.to_string()))?;
@@ -307,7 +335,7 @@ impl CudaDevice {
                 CudaKernelArg::Buffer { buf, shape } => Some((0, shape.iter().product(), buf.len)),
             }),
         )?;
-        let kernel = self.kernel_with(m, name, self.config().fast_math)?;
+        let kernel = kernel()?;
         kernel.check_block(name, grid)?;
         let mut ctx = Context::new(&kernel.layout);
         for (k, a) in args.iter().enumerate() {

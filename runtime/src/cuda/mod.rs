@@ -223,6 +223,9 @@ struct Inner {
     programs: Mutex<crate::cache::Lru<(u64, String, bool), Arc<CudaProgram>>>,
     /// The same programs by module identity and fast-math ([`CudaDevice::prepare_shared`]).
     shared: [crate::prepare::ByIdentity<Arc<CudaProgram>>; 2],
+    /// Compiled kernels by module identity and fast-math
+    /// ([`CudaDevice::run_kernel_buffers_shared`]): no hashing of the IR per launch.
+    shared_kernels: [crate::prepare::ByIdentity<Arc<CudaKernel>>; 2],
     /// Uploaded inputs keyed by the address of their `Arc<HostArray>`; the strong clone keeps
     /// the address from being reused (and the array from being changed) while cached.
     resident: Mutex<HashMap<usize, Resident>>,
@@ -341,6 +344,7 @@ impl CudaDevice {
                     pool: Arc::default(),
                     programs: Mutex::default(),
                     shared: Default::default(),
+                    shared_kernels: Default::default(),
                     resident: Mutex::default(),
                     uploads: AtomicU64::new(0),
                     upload_bytes: AtomicU64::new(0),
@@ -403,6 +407,9 @@ impl CudaDevice {
         for s in &self.inner.shared {
             s.clear();
         }
+        for s in &self.inner.shared_kernels {
+            s.clear();
+        }
         self.clear_resident();
     }
 
@@ -423,6 +430,18 @@ impl CudaDevice {
     /// driver rejects the module (the message carries the JIT log).
     pub fn kernel(&self, m: &Module, name: &str) -> Result<Arc<CudaKernel>, RuntimeError> {
         self.kernel_with(m, name, self.config().fast_math)
+    }
+
+    /// [`Self::kernel_with`] by module identity (`Arc` address), for callers that keep a
+    /// module unchanged behind an `Arc` (the `weft` library's kernels).
+    pub(crate) fn kernel_shared(
+        &self,
+        m: &Arc<Module>,
+        name: &str,
+    ) -> Result<Arc<CudaKernel>, RuntimeError> {
+        let fast = self.config().fast_math;
+        self.inner.shared_kernels[usize::from(fast)]
+            .get_or(m, name, || self.kernel_with(m, name, fast))
     }
 
     fn kernel_with(
