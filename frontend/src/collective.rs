@@ -23,7 +23,9 @@
 //!   `j + o` for `o` = 1, 2, 4, 8, 16, `j` a multiple of `2o`), and the blocks' results, in
 //!   order, are the next level. A level is one launch of `reduce.block` (a launch element
 //!   per block) on the CPU when it has few blocks, else `reduce.cols` (a launch element per
-//!   run, shape `[blocks, LANES]`) then `reduce.tree` (a launch element per block).
+//!   run, shape `[blocks, LANES]`) then `reduce.tree` (a launch element per block); on a GPU,
+//!   a scalar state's level is one kernel-mode launch of `reduce.runs` (a work-group per
+//!   segment, staged through shared memory so that loads are coalesced).
 //!
 //! Where a device has a choice of programs, they compute the same combinations in the same
 //! order, so the choice never changes a bit.
