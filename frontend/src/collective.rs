@@ -1282,9 +1282,30 @@ fn arg_reduce<const D: usize, S: Scalar>(a: &Array<D, S>, less: bool) -> Result<
         )));
     }
     let ty = a.elem_type();
-    let c = arg_combiner(ty, less)?;
-    let m = index_map(ty)?;
-    let r = reduce_levels(&Device::current(), &c, Some(&m), &a.data)?
+    // Built once per (type, direction): building, inlining and verifying them cost more
+    // host time than a GPU level (the coin finder calls arg_max 30 times a run).
+    type ArgParts =
+        std::sync::Mutex<std::collections::HashMap<(Type, bool), Arc<(Combiner, MapFn)>>>;
+    static ARGS: std::sync::OnceLock<ArgParts> = std::sync::OnceLock::new();
+    let cache = ARGS.get_or_init(Default::default);
+    let found = cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&(ty, less))
+        .cloned();
+    let parts = match found {
+        Some(p) => p,
+        None => {
+            let p = Arc::new((arg_combiner(ty, less)?, index_map(ty)?));
+            cache
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert((ty, less), p.clone());
+            p
+        }
+    };
+    let (c, m) = (&parts.0, &parts.1);
+    let r = reduce_levels(&Device::current(), c, Some(m), &a.data)?
         .ok_or_else(|| Error::argument(format!("{what} of an empty array")))?;
     Ok((
         S::from_bits(r[0].lane_bits()[0]),
