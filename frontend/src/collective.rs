@@ -731,10 +731,10 @@ fn small_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Mo
 
 /// `reduce.runs` (kernel mode; one work-group of [`LANES`] work-items per segment of
 /// [`SEGMENT`] elements): a level of a user-combiner reduction of one scalar state, in the
-/// order of `reduce.cols` and `reduce.tree`, for a GPU. The work-items copy the segment into
-/// shared memory with coalesced loads, in two halves of every run (padded so that the
-/// work-items' reads of their runs fall in different banks), each folding its run's half in
-/// between; then the runs are combined pairwise through shared memory; work-item 0 writes the segment's
+/// order of `reduce.cols` and `reduce.tree`, for a GPU. The work-items first copy the
+/// segment into shared memory with coalesced loads (run `j` at `j·(RUN + 1)`: the padding
+/// puts the work-items' reads of their runs in different banks), then each folds its run,
+/// and the runs are combined pairwise through shared memory; work-item 0 writes the segment's
 /// state to `o0[group]`. One launch per level, and a warp's loads read consecutive elements
 /// (`reduce.cols` on a GPU issued one load per element of a 64-element run per thread).
 fn runs_kernel_program(c: &Combiner, elem: Type) -> Result<Module> {
@@ -748,12 +748,7 @@ fn runs_kernel_program(c: &Combiner, elem: Type) -> Result<Module> {
     let x = b.array("x0", at(elem)?);
     let out = b.buffer("o0", at(st)?);
     let n = b.uniform("n", Type::i32());
-    // The segment goes through shared memory in two halves: the first 32 elements of every
-    // run, then the last 32 (half the shared memory per work-group, so more work-groups fit
-    // on a multiprocessor). Run j's half at j·pitch, pitch = 33: the padding puts the
-    // work-items' reads of their runs in different banks.
-    const HALF: usize = RUN / 2;
-    let pitch = HALF + 1;
+    let pitch = RUN + 1;
     let cap = i32c(&mut b, LANES * pitch);
     let s = b.op_typed(Opcode::Shared, &[cap], at(st)?);
     let lanes_c = i32c(&mut b, LANES);
@@ -762,9 +757,35 @@ fn runs_kernel_program(c: &Combiner, elem: Type) -> Result<Module> {
     let g = b.op_typed(Opcode::GroupId, &[], Type::i32());
     let (start, len) = block_of(&mut b, g, n);
     let cp = c.program().clone();
+    // Stage: element e = 32·k + l of the segment goes to s[(e / RUN)·pitch + e mod RUN].
+    // Straight-line code, STAGE loads before their stores, so that a work-item has that many
+    // loads in flight (a loop waited on each load before the next); positions past the end
+    // read clamped values into places no run reads.
     let zero = i32c(&mut b, 0);
     let one = i32c(&mut b, 1);
-    // Run l holds RUN elements, fewer in the last one, none past the end.
+    const STAGE: usize = 16;
+    for chunk in (0..RUN).collect::<Vec<_>>().chunks(STAGE) {
+        let loaded: Vec<(weft_ir::Value, weft_ir::Value)> = chunk
+            .iter()
+            .map(|&k| {
+                let kl = i32c(&mut b, k * LANES);
+                let e = b.op(Opcode::Add, &[kl, l]);
+                let p = b.op(Opcode::Add, &[start, e]);
+                (e, b.read(x, p))
+            })
+            .collect();
+        for (e, v) in loaded {
+            let run = i32c(&mut b, RUN);
+            let pc = i32c(&mut b, pitch);
+            let j = b.op(Opcode::Div, &[e, run]);
+            let r = b.op(Opcode::Rem, &[e, run]);
+            let jp = b.op(Opcode::Mul, &[j, pc]);
+            let q = b.op(Opcode::Add, &[jp, r]);
+            b.effect(Opcode::Store, &[s, q, v]);
+        }
+    }
+    b.effect(Opcode::Barrier, &[]);
+    // Fold run l (RUN elements, fewer in the last one, none past the end).
     let run = i32c(&mut b, RUN);
     let off = b.op(Opcode::Mul, &[l, run]);
     let rest = b.op(Opcode::Sub, &[len, off]);
@@ -773,55 +794,16 @@ fn runs_kernel_program(c: &Combiner, elem: Type) -> Result<Module> {
     let pc = i32c(&mut b, pitch);
     let base = b.op(Opcode::Mul, &[l, pc]);
     let vars = state_vars(&mut b, c, "acc");
-    const STAGE: usize = 16;
-    for h in 0..2 {
-        // Stage: element e = 32·k + l is in run e / 64 at e mod 64 = 32·(k mod 2) + l, so
-        // half h holds the rows k ≡ h (mod 2): s[(e / 64)·pitch + l]. Straight-line code,
-        // STAGE loads before their stores (a loop waited on each load); positions past the
-        // end read clamped values into places no run reads.
-        let ks: Vec<usize> = (h..RUN).step_by(2).collect();
-        for chunk in ks.chunks(STAGE) {
-            let loaded: Vec<(weft_ir::Value, weft_ir::Value)> = chunk
-                .iter()
-                .map(|&k| {
-                    let kl = i32c(&mut b, k * LANES);
-                    let e = b.op(Opcode::Add, &[kl, l]);
-                    let p = b.op(Opcode::Add, &[start, e]);
-                    (e, b.read(x, p))
-                })
-                .collect();
-            for (e, v) in loaded {
-                let run = i32c(&mut b, RUN);
-                let j = b.op(Opcode::Div, &[e, run]);
-                let jp = b.op(Opcode::Mul, &[j, pc]);
-                let q = b.op(Opcode::Add, &[jp, l]);
-                b.effect(Opcode::Store, &[s, q, v]);
-            }
-        }
-        b.effect(Opcode::Barrier, &[]);
-        // Fold this half of run l: offsets 32h .. min(32h + 32, run_len), in order.
-        let lo = i32c(&mut b, h * HALF);
-        let hi = i32c(&mut b, (h + 1) * HALF);
-        let end = b.op(Opcode::Min, &[run_len, hi]);
-        let from = if h == 0 {
-            let has = b.op(Opcode::Gt, &[run_len, zero]);
-            b.if_(has, |b| {
-                let v = b.read(s, base);
-                b.def_var(vars[0], v);
-            });
-            one
-        } else {
-            lo
-        };
-        b.for_range(from, end, one, |b, r| {
-            let rel = b.op(Opcode::Sub, &[r, lo]);
-            let q = b.op(Opcode::Add, &[base, rel]);
+    let has = b.op(Opcode::Gt, &[run_len, zero]);
+    b.if_(has, |b| {
+        let v = b.read(s, base);
+        b.def_var(vars[0], v);
+        b.for_range(one, run_len, one, |b, r| {
+            let q = b.op(Opcode::Add, &[base, r]);
             let v = b.read(s, q);
             combine_into(b, &cp, &vars, &[v]);
         });
-        // Every work-item is done reading this half before the next one overwrites it.
-        b.effect(Opcode::Barrier, &[]);
-    }
+    });
     let acc = b.use_var(vars[0]);
     b.effect(Opcode::Store, &[t, l, acc]);
     b.effect(Opcode::Barrier, &[]);
