@@ -180,11 +180,35 @@ fn built(b: ProgramBuilder) -> Result<Module> {
     b.finish_module().map_err(Error::invalid)
 }
 
-/// Generated programs, built once per (combiner, map, kind, element types): building and
-/// verifying them cost more host time than a GPU level over 2^21 elements. At most
-/// [`PASSES_CAPACITY`] are kept (the cache starts over when full), so a process reducing with
-/// many combiners does not grow without bound.
-type Cache = std::sync::Mutex<std::collections::HashMap<CacheKey, Arc<Module>>>;
+/// A process-wide cache of generated pieces (programs, combiners, kernels), built on first
+/// use: building and verifying them cost more host time than a GPU level over 2^21
+/// elements. At most [`MEMO_CAPACITY`] entries each (a cache starts over when full), so a
+/// process reducing with many combiners does not grow without bound.
+type Memo<K, V> = std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<K, V>>>;
+
+/// The most entries a [`Memo`] holds.
+const MEMO_CAPACITY: usize = 1024;
+
+/// `cell`'s value for `key`, built by `make` on first use.
+fn memo<K: std::hash::Hash + Eq, V: Clone>(
+    cell: &Memo<K, V>,
+    key: K,
+    make: impl FnOnce() -> Result<V>,
+) -> Result<V> {
+    let map = cell.get_or_init(Default::default);
+    if let Some(v) = map.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(v.clone());
+    }
+    let v = make()?;
+    let mut g = map.lock().unwrap_or_else(|e| e.into_inner());
+    if g.len() >= MEMO_CAPACITY {
+        g.clear();
+    }
+    g.insert(key, v.clone());
+    Ok(v)
+}
+
+/// Generated programs by (combiner, map, kind, element types).
 type CacheKey = (u64, u64, Kind, Vec<Type>);
 
 /// Which generated program a cache entry is.
@@ -203,10 +227,7 @@ enum Kind {
     /// `reduce.zeros`: the output buffers of `reduce.runs`.
     Zeros,
 }
-static PASSES: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
-
-/// The most generated programs [`PASSES`] holds.
-const PASSES_CAPACITY: usize = 1024;
+static PASSES: Memo<CacheKey, Arc<Module>> = std::sync::OnceLock::new();
 
 /// The generated program `kind` for (`c`, `map`, element types `elems`) from the cache,
 /// built by `build` on first use.
@@ -225,17 +246,7 @@ fn cached(
         kind,
         elems.to_vec(),
     );
-    let cache = PASSES.get_or_init(Default::default);
-    if let Some(m) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return Ok(m.clone());
-    }
-    let m = Arc::new(build()?);
-    let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
-    if cache.len() >= PASSES_CAPACITY {
-        cache.clear();
-    }
-    cache.insert(key, m.clone());
-    Ok(m)
+    memo(&PASSES, key, || build().map(Arc::new))
 }
 
 /// `v` as an i32 constant: positions in a reduction are i32 (at most [`MAX_ELEMENTS`]),
@@ -275,18 +286,17 @@ struct Source {
 impl Source {
     /// Declares the inputs of a level over elements of `elems` (the reduction's elements
     /// when `map` is given, else the previous level's states) and the uniform count `n`.
-    fn declare(
-        b: &mut ProgramBuilder,
-        map: Option<&MapFn>,
-        elems: &[Type],
-    ) -> Result<(Source, weft_ir::Value)> {
+    fn declare(b: &mut ProgramBuilder, elems: &[Type]) -> Result<(Source, weft_ir::Value)> {
         let xs = array_params(b, "x", 1, elems)?;
         let n = b.uniform("n", Type::i32());
-        let map = map.map(|m| {
-            let p = m.module.get(&m.name).expect("checked").clone();
-            (p, m.with_index)
-        });
-        Ok((Source { xs, map, pad: None }, n))
+        Ok((
+            Source {
+                xs,
+                map: None,
+                pad: None,
+            },
+            n,
+        ))
     }
 
     /// [`Source::declare`] where every position `≥ n` reads as `c`'s identity: through the
@@ -394,10 +404,7 @@ fn column(
 
 /// The number of runs of a block of length `len` that hold an element.
 fn present(b: &mut ProgramBuilder, len: weft_ir::Value) -> weft_ir::Value {
-    let r1 = i32c(b, RUN - 1);
-    let run = i32c(b, RUN);
-    let up = b.op(Opcode::Add, &[len, r1]);
-    b.op(Opcode::Div, &[up, run])
+    div_up(b, len, RUN)
 }
 
 /// `vars ← comb(vars, x)`.
@@ -530,16 +537,16 @@ fn finish_level(
 /// `reduce.cols` (launch shape `[blocks, LANES]`): element `(s, j)` folds column `j` of
 /// block `s` of the level's `n` elements left to right. A column with no element gives
 /// zeros, which `reduce.tree` never reads.
-fn cols_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Module> {
+fn cols_program(c: &Combiner, elems: &[Type]) -> Result<Module> {
     let mut b = ProgramBuilder::new("reduce.cols");
-    let (src, n) = Source::declare(&mut b, map, elems)?;
+    let (src, n) = Source::declare(&mut b, elems)?;
     let idx = b.index(Type::tuple(ScalarType::I32, 2).expect("2 lanes"));
     let s = b.extract(idx, 0);
     let j = b.extract(idx, 1);
     let (start, len) = block_of(&mut b, s, n);
     let col = column(&mut b, start, len, j);
     let vars = fold_column(&mut b, c, &src, "acc", col, CHUNK);
-    finish_level(b, c, map, &vars)
+    finish_level(b, c, None, &vars)
 }
 
 /// `reduce.tree` (launch shape `[blocks]`): element `s` combines the columns of block `s`
@@ -572,9 +579,9 @@ fn tree_program(c: &Combiner) -> Result<Module> {
 
 /// `reduce.block` (launch shape `[blocks]`): element `s` folds every column of block `s`
 /// and combines them with [`tree`] — `reduce.cols` and `reduce.tree` in one launch.
-fn block_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Module> {
+fn block_program(c: &Combiner, elems: &[Type]) -> Result<Module> {
     let mut b = ProgramBuilder::new("reduce.block");
-    let (src, n) = Source::declare(&mut b, map, elems)?;
+    let (src, n) = Source::declare(&mut b, elems)?;
     let s = b.index(Type::i32());
     let (start, len) = block_of(&mut b, s, n);
     let cols: Vec<Vec<weft_ir::builder::Variable>> = (0..LANES)
@@ -586,11 +593,11 @@ fn block_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Mo
         .collect();
     let present = present(&mut b, len);
     tree(&mut b, c, &cols, present);
-    finish_level(b, c, map, &cols[0])
+    finish_level(b, c, None, &cols[0])
 }
 
-/// A level's element count after a level over `n > SPAN` elements: [`COLS`] per block, the
-/// last block's columns only as many as it has elements.
+/// A level's element count after a level over `n` elements: [`COLS`] per block, the last
+/// block's columns only as many as it has elements.
 fn level_outputs(n: usize) -> usize {
     let last = n - (n - 1) / SPAN * SPAN;
     (n - 1) / SPAN * COLS + last.min(COLS)
@@ -849,21 +856,12 @@ fn zeros_program(t: Type) -> Result<Module> {
 
 /// The kernels built from generated programs, once per (combiner, element type).
 fn runs_kernel(c: &Combiner, elem: Type) -> Result<crate::dsl::Kernel> {
-    type Kernels = std::sync::Mutex<std::collections::HashMap<(u64, Type), crate::dsl::Kernel>>;
-    static KERNELS: std::sync::OnceLock<Kernels> = std::sync::OnceLock::new();
-    let map = KERNELS.get_or_init(Default::default);
-    let key = (c.fingerprint, elem);
-    if let Some(k) = map.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return Ok(k.clone());
-    }
-    let m = runs_kernel_program(c, elem)?;
-    let k = crate::dsl::Kernel::from_program(crate::dsl::Program::from_module(m, "reduce.runs")?);
-    let mut g = map.lock().unwrap_or_else(|e| e.into_inner());
-    if g.len() >= PASSES_CAPACITY {
-        g.clear();
-    }
-    g.insert(key, k.clone());
-    Ok(k)
+    static KERNELS: Memo<(u64, Type), crate::dsl::Kernel> = std::sync::OnceLock::new();
+    memo(&KERNELS, (c.fingerprint, elem), || {
+        let m = runs_kernel_program(c, elem)?;
+        let p = crate::dsl::Program::from_module(m, "reduce.runs")?;
+        Ok(crate::dsl::Kernel::from_program(p))
+    })
 }
 
 /// One level of a user-combiner reduction of a scalar state by `reduce.runs`: the states of
@@ -987,14 +985,10 @@ fn reduce_runs(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<Option<Ve
         let states = if gpu_plan(dev) && scalar {
             vec![runs_kernel_level(dev, c, &cur[0], n)?]
         } else if blocks <= fused {
-            let m = cached(c, None, Kind::Block, &elems, || {
-                block_program(c, None, &elems)
-            })?;
+            let m = cached(c, None, Kind::Block, &elems, || block_program(c, &elems))?;
             run_level(dev, &m, "reduce.block", args, &[blocks])?
         } else {
-            let cols = cached(c, None, Kind::Cols, &elems, || {
-                cols_program(c, None, &elems)
-            })?;
+            let cols = cached(c, None, Kind::Cols, &elems, || cols_program(c, &elems))?;
             let parts = run_level(dev, &cols, "reduce.cols", args, &[blocks, LANES])?;
             let tree = cached(c, None, Kind::Tree, &c.state, || tree_program(c))?;
             let mut args: Vec<ArgVal> = parts.into_iter().map(ArgVal::Array).collect();
@@ -1050,18 +1044,15 @@ fn reduce_levels_on_device(
             })?;
             return run_level(dev, &m, "reduce.small", args, &[1]).map(Some);
         }
-        let outs = if n > SPAN {
-            level_outputs(n)
-        } else {
-            n.min(COLS)
-        };
+        let outs = level_outputs(n);
         let m = cached(c, map, Kind::Level, &elems, || {
             level_program(c, map, &elems)
         })?;
         // `WEFT_REDUCE_PROFILE=1`: each level's time (on a GPU, its queueing) on stderr.
         let t0 = std::time::Instant::now();
         cur = run_level(dev, &m, "reduce.level", args, &[outs])?;
-        if std::env::var_os("WEFT_REDUCE_PROFILE").is_some() {
+        static PROFILE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if *PROFILE.get_or_init(|| std::env::var_os("WEFT_REDUCE_PROFILE").is_some()) {
             eprintln!("level {n} -> {outs}: {:?}", t0.elapsed());
         }
         n = outs;
@@ -1071,17 +1062,10 @@ fn reduce_levels_on_device(
 
 /// A combiner applying `op` lane-wise to two values of `ty` (built once per process).
 fn builtin_combiner(op: Opcode, ty: Type) -> Result<Arc<Combiner>> {
-    type Builtins = std::sync::Mutex<std::collections::HashMap<(Opcode, Type), Arc<Combiner>>>;
-    static BUILTINS: std::sync::OnceLock<Builtins> = std::sync::OnceLock::new();
-    let map = BUILTINS.get_or_init(Default::default);
-    if let Some(c) = map.lock().unwrap_or_else(|e| e.into_inner()).get(&(op, ty)) {
-        return Ok(c.clone());
-    }
-    let c = Arc::new(make_builtin_combiner(op, ty)?);
-    map.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert((op, ty), c.clone());
-    Ok(c)
+    static BUILTINS: Memo<(Opcode, Type), Arc<Combiner>> = std::sync::OnceLock::new();
+    memo(&BUILTINS, (op, ty), || {
+        make_builtin_combiner(op, ty).map(Arc::new)
+    })
 }
 
 fn make_builtin_combiner(op: Opcode, ty: Type) -> Result<Combiner> {
@@ -1284,26 +1268,10 @@ fn arg_reduce<const D: usize, S: Scalar>(a: &Array<D, S>, less: bool) -> Result<
     let ty = a.elem_type();
     // Built once per (type, direction): building, inlining and verifying them cost more
     // host time than a GPU level (the coin finder calls arg_max 30 times a run).
-    type ArgParts =
-        std::sync::Mutex<std::collections::HashMap<(Type, bool), Arc<(Combiner, MapFn)>>>;
-    static ARGS: std::sync::OnceLock<ArgParts> = std::sync::OnceLock::new();
-    let cache = ARGS.get_or_init(Default::default);
-    let found = cache
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&(ty, less))
-        .cloned();
-    let parts = match found {
-        Some(p) => p,
-        None => {
-            let p = Arc::new((arg_combiner(ty, less)?, index_map(ty)?));
-            cache
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert((ty, less), p.clone());
-            p
-        }
-    };
+    static ARGS: Memo<(Type, bool), Arc<(Combiner, MapFn)>> = std::sync::OnceLock::new();
+    let parts = memo(&ARGS, (ty, less), || {
+        Ok(Arc::new((arg_combiner(ty, less)?, index_map(ty)?)))
+    })?;
     let (c, m) = (&parts.0, &parts.1);
     let r = reduce_levels(&Device::current(), c, Some(m), &a.data)?
         .ok_or_else(|| Error::argument(format!("{what} of an empty array")))?;
