@@ -1105,7 +1105,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         };
         if f.roots[v.index()] {
             if let LV::V(lanes) = &lv {
-                let flag = self.lanes_consecutive(&lanes[0]);
+                let flag = self.lanes_follow(&lanes[0], true);
                 f.consec[v.index()] = Some(flag);
             }
         }
@@ -1114,14 +1114,18 @@ impl<'a, 'b> Lowerer<'a, 'b> {
     }
 
     /// Whether the i32 lanes `v` (a varying lane's vectors) are lane 0's value plus 0, 1, …
-    /// (an i8 flag).
-    fn lanes_consecutive(&mut self, v: &[CV]) -> CV {
+    /// (`step`), or all equal to it (an i8 flag).
+    fn lanes_follow(&mut self, v: &[CV], step: bool) -> CV {
         let iota = self.iota32();
         let first = self.b.ins().extractlane(v[0], 0);
         let splat = self.b.ins().splat(T::I32X4, first);
         let mut ok = self.iconst(T::I8, 1);
         for (p, &x) in v.iter().enumerate() {
-            let want = self.b.ins().iadd(splat, iota[p]);
+            let want = if step {
+                self.b.ins().iadd(splat, iota[p])
+            } else {
+                splat
+            };
             let eq = self.b.ins().icmp(IntCC::Equal, x, want);
             let all = self.b.ins().vall_true(eq);
             ok = self.b.ins().band(ok, all);
@@ -1747,22 +1751,12 @@ impl Lowerer<'_, '_> {
             (a.dims.clone(), a.safe.clone())
         };
         let rank = cv.len();
-        let iota = self.iota32();
         let mut ok = self.iconst(T::I8, 1);
         let mut lin = self.iconst(T::I64, 0);
         for (k, lane) in cv.iter().enumerate() {
+            let follows = self.lanes_follow(lane, k + 1 == rank);
+            ok = self.b.ins().band(ok, follows);
             let first = self.b.ins().extractlane(lane[0], 0);
-            let splat = self.b.ins().splat(T::I32X4, first);
-            for (p, &v) in lane.iter().enumerate() {
-                let want = if k + 1 == rank {
-                    self.b.ins().iadd(splat, iota[p])
-                } else {
-                    splat
-                };
-                let eq = self.b.ins().icmp(IntCC::Equal, v, want);
-                let all = self.b.ins().vall_true(eq);
-                ok = self.b.ins().band(ok, all);
-            }
             let c = self.b.ins().sextend(T::I64, first);
             let ge0 = self
                 .b
