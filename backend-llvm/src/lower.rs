@@ -3,7 +3,7 @@
 //! with one element per thread. Text is parsed by LLVM afterwards (as Dr.Jit does), which
 //! keeps the lowering generic over vector widths and easy to read in `weft emit`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 use weft_ir::abi::{storage_bytes, Layout};
 use weft_ir::konst::{canon, lane_i64};
@@ -174,6 +174,9 @@ pub(crate) struct Lower<'m> {
     in_range: HashMap<String, (usize, usize)>,
     /// PTX fast-math: `sqrt` results and their operands, for `q / sqrt(x)` → `q * rsqrt(x)`.
     sqrt_of: HashMap<String, String>,
+    /// Results of `fabs`: never −0, so a `min`/`max` of two of them needs no care for the
+    /// sign of zero (`nsz`, which spares the NVPTX and x86 expansions their zero fix-ups).
+    abs_of: HashSet<String>,
     tmp: usize,
     lbl: usize,
     arrays: Vec<ArrayInfo>,
@@ -698,7 +701,11 @@ impl<'m> Lower<'m> {
                 bin("frem")
             }
             O::Neg => format!("fneg {f}{t} {}", x[0]),
-            O::Abs => return Ok(un(self, "fabs")),
+            O::Abs => {
+                let r = un(self, "fabs");
+                self.abs_of.insert(r.clone());
+                return Ok(r);
+            }
             O::Sqrt => {
                 if self.fast && self.flavor == Flavor::Ptx && s == ScalarType::F32 {
                     let r = self.intrinsic(
@@ -736,8 +743,14 @@ impl<'m> Lower<'m> {
                     let sel = self.def(format!("select {tb} {nan}, {ti} {qnan}, {ti} {rb}"));
                     return Ok(self.def(format!("bitcast {ti} {sel} to {t}")));
                 }
+                let nsz =
+                    if !self.fast && self.abs_of.contains(&x[0]) && self.abs_of.contains(&x[1]) {
+                        format!("{f}nsz ")
+                    } else {
+                        f.to_string()
+                    };
                 return Ok(self.intrinsic(
-                    f,
+                    &nsz,
                     &format!("llvm.{n}.{m}"),
                     &t,
                     &[(t.clone(), x[0].clone()), (t.clone(), x[1].clone())],
@@ -843,6 +856,20 @@ impl<'m> Lower<'m> {
                 (x.to_string(), from)
             };
             let tf = self.ty(from, u);
+            if self.flavor == Flavor::Ptx && u && to.bits() >= 32 {
+                // PTX's `cvt.rzi` to a 32- or 64-bit integer saturates and gives 0 for NaN,
+                // which is the cast's meaning: one instruction where `fptosi.sat` expands to
+                // five (compare, min, max, convert, select).
+                let d = if from == S::F32 { "f2" } else { "d2" };
+                let i = match (to.is_signed_int(), to.bits()) {
+                    (true, 32) => "i",
+                    (false, 32) => "ui",
+                    (true, _) => "ll",
+                    (false, _) => "ull",
+                };
+                let name = format!("llvm.nvvm.{d}{i}.rz");
+                return self.intrinsic("", &name, &tt, &[(tf, x)]);
+            }
             let n = if to.is_signed_int() {
                 "fptosi"
             } else {
@@ -1923,6 +1950,7 @@ pub(crate) fn lower(
         extent_of: HashMap::new(),
         in_range: HashMap::new(),
         sqrt_of: HashMap::new(),
+        abs_of: HashSet::new(),
         tmp: 0,
         lbl: 0,
         arrays: Vec::new(),

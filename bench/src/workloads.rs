@@ -645,7 +645,8 @@ fn job_dir(dir: &Path, job: &Job) -> PathBuf {
     }
 }
 
-/// `weft-bench workloads [--quick] [--gpu] [--gpu-only] [--only NAME] [--cuda-bin DIR] [--out FILE.md]`.
+/// `weft-bench workloads [--quick] [--gpu] [--gpu-only] [--only NAME] [--ep-per N] [--cuda-bin DIR]
+/// [--out FILE.md]`; `--ep-per` sets EP's pairs per work-item (a power of two).
 pub fn main(args: &[String]) {
     let flag = |f: &str| args.iter().any(|a| a == f);
     let value = |f: &str| {
@@ -668,13 +669,25 @@ pub fn main(args: &[String]) {
             false
         }
     };
-    let sizes = if flag("--quick") {
+    let mut sizes = if flag("--quick") {
         QUICK
     } else if gpu || flag("--gpu") {
         GPU
     } else {
         CPU
     };
+    if let Some(p) = value("--ep-per") {
+        sizes.ep_per = p
+            .to_str()
+            .and_then(|s| s.parse().ok())
+            .filter(|&n: &usize| n.is_power_of_two() && n <= 1 << sizes.ep_m)
+            .unwrap_or_else(|| {
+                fail(format!(
+                    "--ep-per {}: expected a power of two ≤ 2^ep_m",
+                    p.display()
+                ))
+            });
+    }
     let dir = root().join("target/bench/workloads");
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| fail(format!("{}: {e}", dir.display())));
     let cuda_bin = value("--cuda-bin");

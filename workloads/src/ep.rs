@@ -2,12 +2,13 @@
 //! pairs by the polar method from the NAS generator x ← 5^13·x mod 2^46 (exact in u64),
 //! tallied by annulus; class S (M = 24) must reproduce the published sums
 //! (docs/workloads.md). Each element takes `per` consecutive pairs and jumps its seed ahead
-//! by square-and-multiply; the per-element sums are added with `weft::sum`.
+//! by square-and-multiply; the per-element sums are added with `weft::sum_array` (left on
+//! the device until all twelve are queued).
 //!
 //! `cargo run --release -p weft-workloads --example ep [DEVICE] [M] [PAIRS_PER_ELEMENT]`
 
 use weft::dsl::{for_, index, select, while_, Out, Param, Program, Value};
-use weft::{sum, Array, Device, Result};
+use weft::{sum_array, Array, Device, Result};
 
 /// NAS's multiplier 5^13.
 pub const A: u64 = 1_220_703_125;
@@ -84,12 +85,17 @@ pub fn ep(dev: &Device, m: u32, per: usize) -> Result<(f64, f64, [u64; NQ])> {
     let items = (1usize << m) / per;
     dev.scope(|| {
         let outs: weft::Bundle = p.apply_shape(&[items], per as i32)?;
-        let sx = sum(&outs.get::<1, f64>(0)?)?;
-        let sy = sum(&outs.get::<1, f64>(1)?)?;
+        // All twelve sums are queued before the first is read: one wait, not twelve.
+        let sx = sum_array(&outs.get::<1, f64>(0)?)?;
+        let sy = sum_array(&outs.get::<1, f64>(1)?)?;
+        let qs = (0..NQ)
+            .map(|k| sum_array(&outs.get::<1, i32>(2 + k)?))
+            .collect::<Result<Vec<Array<1, i32>>>>()?;
+        let first = |a: &Array<1, f64>| -> Result<f64> { Ok(a.to_vec()?[0]) };
+        let (sx, sy) = (first(&sx)?, first(&sy)?);
         let mut q = [0u64; NQ];
-        for (k, qk) in q.iter_mut().enumerate() {
-            let a: Array<1, i32> = outs.get(2 + k)?;
-            *qk = sum(&a)? as u64;
+        for (qk, a) in q.iter_mut().zip(&qs) {
+            *qk = a.to_vec()?[0] as u64;
         }
         Ok((sx, sy, q))
     })

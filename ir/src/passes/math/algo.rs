@@ -82,10 +82,15 @@ pub fn emit_math<E: Emit>(e: &mut E, op: Opcode, a: E::V, b: Option<E::V>) -> E:
         Some(b) => wide(e, b),
         None => x,
     };
+    // f32 and f16 results need far fewer than 53 good bits: plain f64 suffices there.
+    let narrow = s != F64;
     let r = match op {
+        Opcode::Exp if narrow => exp_narrow(e, x),
         Opcode::Exp => exp(e, x),
+        Opcode::Exp2 if narrow => exp2_narrow(e, x),
         Opcode::Exp2 => exp2(e, x),
-        Opcode::Log => log(e, x),
+        Opcode::Log => log(e, x, narrow),
+        Opcode::Log2 if narrow => log2_narrow(e, x),
         Opcode::Log2 => log2(e, x),
         Opcode::Sin => sin(e, x),
         Opcode::Cos => cos(e, x),
@@ -178,6 +183,74 @@ fn exp2<E: Emit>(e: &mut E, x: E::V) -> E::V {
     exp_core(e, k, rh, rl)
 }
 
+/// exp: 1/n! for n = 2..=12, for f32 and f16 results.
+const EXP_NARROW_C: [f64; 11] = coeffs(2, 1, true, false);
+
+/// 1.5 * 2^52: for |t| < 2^51, `(t + ROUND_MAGIC) - ROUND_MAGIC` is t rounded to an integer
+/// (to nearest, ties to even), and the low bits of `t + ROUND_MAGIC` are that integer.
+const ROUND_MAGIC: f64 = 6_755_399_441_055_744.0;
+
+/// `max(min(x, hi), lo)` by compares and selects, which keep NaN (cheaper than the IR's
+/// NaN-propagating `min`/`max` on targets whose own min and max drop NaN).
+fn clamp_sel<E: Emit>(e: &mut E, x: E::V, lo: f64, hi: f64) -> E::V {
+    let l = e.f(lo);
+    let below = e.lt(x, l);
+    let x = e.select(below, l, x);
+    let h = e.f(hi);
+    let above = e.gt(x, h);
+    e.select(above, h, x)
+}
+
+/// `2^k exp(r)` in plain f64 for f32 and f16 results, given `sk = k + ROUND_MAGIC` (|k| <=
+/// 160): `exp(r) = 1 + r + r^2 Q(r)` with the Taylor polynomial to r^12/12! (|r| <= ~0.35,
+/// truncation < 2^-52), times 2^k built from the low bits of `sk` (a normal f64, so the
+/// product is the only rounding before the final one to the narrow type).
+fn exp_narrow_core<E: Emit>(e: &mut E, sk: E::V, r: E::V) -> E::V {
+    let q = e.horner(r, &EXP_NARROW_C);
+    let z = e.mul(r, r);
+    let t = e.fma(z, q, r);
+    let m = e.addc(t, 1.0);
+    // (bits(sk) << 52) = k << 52 (mod 2^64): ROUND_MAGIC's low 12 bits are zero.
+    let b = e.bitcast(sk, I64);
+    let c52 = e.i(52);
+    let b = e.shl(b, c52);
+    let one = e.i(0x3ff0_0000_0000_0000);
+    let b = e.add(b, one);
+    let s = e.bitcast(b, F64);
+    e.mul(m, s)
+}
+
+/// e^x for f32 and f16 results: arguments clamped to [-110, 100] (beyond which the f32
+/// result is 0 or inf), k = x / ln 2 rounded to an integer (by [`ROUND_MAGIC`]),
+/// r = x - k ln 2 by two fmas with ln 2 as a double-double (relative error below 2^-51),
+/// then [`exp_narrow_core`]. Relative error below 2^-50 before the final rounding.
+fn exp_narrow<E: Emit>(e: &mut E, x: E::V) -> E::V {
+    let xc = clamp_sel(e, x, -110.0, 100.0);
+    let il = e.f(INV_LN2[0]);
+    let magic = e.f(ROUND_MAGIC);
+    let sk = e.fma(xc, il, magic);
+    let k = e.addc(sk, -ROUND_MAGIC);
+    let nk = e.neg(k);
+    let l0 = e.f(LN2[0]);
+    let l1 = e.f(LN2[1]);
+    let r = e.fma(nk, l0, xc);
+    let r = e.fma(nk, l1, r);
+    exp_narrow_core(e, sk, r)
+}
+
+/// 2^x for f32 and f16 results: arguments clamped to [-160, 160], k = x rounded to an
+/// integer, r = (x - k) ln 2 (x - k is exact), then [`exp_narrow_core`]; exact at integers.
+fn exp2_narrow<E: Emit>(e: &mut E, x: E::V) -> E::V {
+    let xc = clamp_sel(e, x, -160.0, 160.0);
+    let sk = e.addc(xc, ROUND_MAGIC);
+    let k = e.addc(sk, -ROUND_MAGIC);
+    let f = e.sub(xc, k);
+    let lo = e.mulc(f, LN2[1]);
+    let l0 = e.f(LN2[0]);
+    let r = e.fma(f, l0, lo);
+    exp_narrow_core(e, sk, r)
+}
+
 // ---------------------------------------------------------------- log, log2
 
 /// For finite x > 0 (others give unspecified values): `(k, log m)` with x = 2^k m,
@@ -186,26 +259,7 @@ fn exp2<E: Emit>(e: &mut E, x: E::V) -> E::V {
 /// |s| <= 0.1716, `2 atanh(s) = 2s (1 + z/3 + z^2/5 + ... + z^12/25)`, z = s^2, with the
 /// first three coefficients in double-double arithmetic. Subnormal x are scaled by 2^54.
 fn log_core<E: Emit>(e: &mut E, x: E::V) -> (E::V, Dd<E::V>) {
-    let min_normal = e.f(f64::MIN_POSITIVE);
-    let tiny = e.lt(x, min_normal);
-    let xs = e.mulc(x, pow2(54));
-    let xs = e.select(tiny, xs, x);
-    let kadj = {
-        let a = e.i(-54);
-        let b = e.i(0);
-        e.select(tiny, a, b)
-    };
-    let ix = e.bitcast(xs, I64);
-    let off = e.i(0x3fe6_a09e_667f_3bcd); // bits of sqrt(1/2)
-    let t = e.sub(ix, off);
-    let c52 = e.i(52);
-    let k = e.shr(t, c52);
-    let kk = e.shl(k, c52);
-    let iz = e.sub(ix, kk);
-    let m = e.bitcast(iz, F64);
-    let k = e.add(k, kadj);
-    let kf = e.cast(k, F64);
-
+    let (kf, m) = log_reduce(e, x, true);
     let one = e.f(1.0);
     let f = e.sub(m, one); // exact
     let (uh, ul) = two_sum(e, m, one);
@@ -234,6 +288,81 @@ fn log_core<E: Emit>(e: &mut E, x: E::V) -> (E::V, Dd<E::V>) {
     (kf, (lh, ll))
 }
 
+/// x = 2^k m for finite x > 0: `(k as f64, m)` with m in [sqrt(1/2), sqrt(2)). With
+/// `subnormals`, subnormal x are scaled by 2^54 first (f32 and f16 arguments are never
+/// subnormal f64s, so their expansions skip it).
+fn log_reduce<E: Emit>(e: &mut E, x: E::V, subnormals: bool) -> (E::V, E::V) {
+    if !subnormals {
+        let (k, m) = log_split(e, x);
+        let kf = e.cast(k, F64);
+        return (kf, m);
+    }
+    let min_normal = e.f(f64::MIN_POSITIVE);
+    let tiny = e.lt(x, min_normal);
+    let xs = e.mulc(x, pow2(54));
+    let xs = e.select(tiny, xs, x);
+    let kadj = {
+        let a = e.i(-54);
+        let b = e.i(0);
+        e.select(tiny, a, b)
+    };
+    let (k, m) = log_split(e, xs);
+    let k = e.add(k, kadj);
+    let kf = e.cast(k, F64);
+    (kf, m)
+}
+
+/// The bits of a positive normal f64 x split as x = 2^k m, m in [sqrt(1/2), sqrt(2)):
+/// `(k as i64, m)`.
+fn log_split<E: Emit>(e: &mut E, x: E::V) -> (E::V, E::V) {
+    let ix = e.bitcast(x, I64);
+    let off = e.i(0x3fe6_a09e_667f_3bcd); // bits of sqrt(1/2)
+    let t = e.sub(ix, off);
+    let c52 = e.i(52);
+    let k = e.shr(t, c52);
+    let kk = e.shl(k, c52);
+    let iz = e.sub(ix, kk);
+    let m = e.bitcast(iz, F64);
+    (k, m)
+}
+
+/// fdlibm's (and musl's) minimax coefficients of `R(z)` in `log(1+f) = f - f^2/2 +
+/// s (f^2/2 + R(z))`, s = f/(2+f), z = s^2 (|R(z) - (2/3 z + 2/5 z^2 + ...)| < 2^-58.45).
+const LG: [f64; 7] = [
+    f64::from_bits(0x3fe5_5555_5555_5593),
+    f64::from_bits(0x3fd9_9999_9997_fa04),
+    f64::from_bits(0x3fd2_4924_9422_9359),
+    f64::from_bits(0x3fcc_71c5_1d8e_78af),
+    f64::from_bits(0x3fc7_4664_96cb_03de),
+    f64::from_bits(0x3fc3_9a09_d078_c69f),
+    f64::from_bits(0x3fc2_f112_df3e_5244),
+];
+
+/// The parts of log m for m in [sqrt(1/2), sqrt(2)) as in fdlibm's `__ieee754_log`:
+/// `[f, hfsq, t]` with f = m - 1 (exact), hfsq = f^2/2 and t = s (hfsq + R), so that
+/// `log m = (t - hfsq) + f`; plain f64 with one division.
+fn log_fdlibm<E: Emit>(e: &mut E, m: E::V) -> [E::V; 3] {
+    let f = e.addc(m, -1.0); // exact
+    let hfsq = {
+        let ff = e.mul(f, f);
+        e.mulc(ff, 0.5)
+    };
+    let two_f = e.addc(f, 2.0);
+    let s = e.div(f, two_f);
+    let z = e.mul(s, s);
+    let w = e.mul(z, z);
+    let odd = [LG[0], LG[2], LG[4], LG[6]];
+    let even = [LG[1], LG[3], LG[5]];
+    let t2 = e.horner(w, &odd);
+    let t2 = e.mul(z, t2);
+    let t1 = e.horner(w, &even);
+    let t1 = e.mul(w, t1);
+    let r = e.add(t2, t1);
+    let hr = e.add(hfsq, r);
+    let t = e.mul(s, hr);
+    [f, hfsq, t]
+}
+
 /// Applies log's special values: +inf for +inf, -inf for ±0, NaN below zero and for NaN.
 fn log_specials<E: Emit>(e: &mut E, x: E::V, r: E::V) -> E::V {
     let inf = e.f(f64::INFINITY);
@@ -248,15 +377,36 @@ fn log_specials<E: Emit>(e: &mut E, x: E::V, r: E::V) -> E::V {
     e.select(ok, r, nan)
 }
 
-/// ln x = k ln 2 + log m, summed in double-double and rounded once.
-fn log<E: Emit>(e: &mut E, x: E::V) -> E::V {
-    let (kf, lm) = log_core(e, x);
-    let l0 = e.f(LN2[0]);
-    let (ah, al) = two_prod(e, kf, l0);
-    let l1 = e.f(LN2[1]);
-    let al = e.fma(kf, l1, al);
-    let r = dd_add(e, (ah, al), lm);
-    let r = dd_round(e, r);
+/// fdlibm's split of ln 2: `LN2_HI` has 32 trailing zero bits, so k LN2_HI is exact for
+/// |k| < 2^20.
+const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
+/// ln 2 - LN2_HI, rounded.
+const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
+
+/// ln x = k ln 2 + log m as in fdlibm: `(((t + k LN2_LO) - hfsq) + f) + k LN2_HI`
+/// ([`log_fdlibm`]), error below 1 ulp in f64. With `narrow` (f32 and f16 results) the
+/// argument is never a subnormal f64, so the subnormal scaling is skipped.
+fn log<E: Emit>(e: &mut E, x: E::V, narrow: bool) -> E::V {
+    let (kf, m) = log_reduce(e, x, !narrow);
+    let [f, hfsq, t] = log_fdlibm(e, m);
+    let klo = e.mulc(kf, LN2_LO);
+    let r = e.add(t, klo);
+    let r = e.sub(r, hfsq);
+    let r = e.add(r, f);
+    let khi = e.mulc(kf, LN2_HI);
+    let r = e.add(r, khi);
+    log_specials(e, x, r)
+}
+
+/// log2 x for f32 and f16 results: k + (log m) / ln 2 with log m from [`log_fdlibm`]
+/// (exact at powers of two).
+fn log2_narrow<E: Emit>(e: &mut E, x: E::V) -> E::V {
+    let (kf, m) = log_reduce(e, x, false);
+    let [f, hfsq, t] = log_fdlibm(e, m);
+    let d = e.sub(t, hfsq);
+    let lm = e.add(d, f);
+    let l2 = e.mulc(lm, INV_LN2[0]);
+    let r = e.add(kf, l2);
     log_specials(e, x, r)
 }
 
