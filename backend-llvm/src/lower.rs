@@ -857,18 +857,24 @@ impl<'m> Lower<'m> {
             };
             let tf = self.ty(from, u);
             if self.flavor == Flavor::Ptx && u && to.bits() >= 32 {
-                // PTX's `cvt.rzi` to a 32- or 64-bit integer saturates and gives 0 for NaN,
-                // which is the cast's meaning: one instruction where `fptosi.sat` expands to
-                // five (compare, min, max, convert, select).
-                let d = if from == S::F32 { "f2" } else { "d2" };
-                let i = match (to.is_signed_int(), to.bits()) {
-                    (true, 32) => "i",
-                    (false, 32) => "ui",
-                    (true, _) => "ll",
-                    (false, _) => "ull",
+                // PTX's `cvt.rzi` to a 32- or 64-bit integer saturates (NaN gives the sign
+                // bit, so it is selected to 0 on its own): three instructions where
+                // `fptosi.sat` expands to five. Inline asm, because LLVM rewrites the
+                // `llvm.nvvm.*2i.rz` intrinsics into a plain `fptosi`, whose out-of-range
+                // results are poison.
+                let (fc, fs) = if from == S::F32 { ("f", "f32") } else { ("d", "f64") };
+                let (ic, is) = match (to.is_signed_int(), to.bits()) {
+                    (true, 32) => ("r", "s32"),
+                    (false, 32) => ("r", "u32"),
+                    (true, _) => ("l", "s64"),
+                    (false, _) => ("l", "u64"),
                 };
-                let name = format!("llvm.nvvm.{d}{i}.rz");
-                return self.intrinsic("", &name, &tt, &[(tf, x)]);
+                let r = self.def(format!(
+                    "call {tt} asm \"cvt.rzi.{is}.{fs} $0, $1;\", \"={ic},{fc}\"({tf} {x})"
+                ));
+                let nan = self.def(format!("fcmp uno {tf} {x}, {x}"));
+                let z = self.konst(to, 0, u);
+                return self.def(format!("select i1 {nan}, {tt} {z}, {tt} {r}"));
             }
             let n = if to.is_signed_int() {
                 "fptosi"
