@@ -97,7 +97,7 @@ fn coord_roots(p: &Program, uni: &[bool]) -> Vec<bool> {
     let mut roots = vec![false; p.num_values()];
     p.walk(&mut |op| {
         let d = p.op(op);
-        if d.opcode == Opcode::Read {
+        if matches!(d.opcode, Opcode::Read | Opcode::ReadInBounds) {
             let c = d.args[1];
             if !uni[c.index()] && p.ty(c) == Type::i32() {
                 roots[coord_root(p, uni, c).index()] = true;
@@ -1200,14 +1200,15 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 let xs = dims.iter().map(|&x| self.narrow_extent(s, x)).collect();
                 Ok(vec![LV::U(xs)])
             }
-            O::Read => {
+            O::Read | O::ReadInBounds => {
                 let LV::Array(ai) = args[0] else {
                     return self.err("read of a non-array");
                 };
                 let (cs, _) = elem_of(aty(1));
                 let root = coord_root(p, &f.uni, d.args[1]);
                 let known = f.consec[root.index()];
-                Ok(vec![self.read(ai, cs, &args[1], res_uni, known)?])
+                let inb = d.opcode == O::ReadInBounds;
+                Ok(vec![self.read(ai, cs, &args[1], res_uni, known, inb)?])
             }
             O::Tuple => {
                 let (s, _) = elem_of(res_ty.expect("typed"));
@@ -1578,8 +1579,8 @@ impl Lowerer<'_, '_> {
     }
 
     /// One gather: coordinates (i64 scalars, one per axis) to the element's lanes, with the
-    /// array's boundary mode applied.
-    fn gather_one(&mut self, ai: usize, coords: &[CV]) -> Vec<CV> {
+    /// array's boundary mode applied (none for an in-bounds read, `inb`).
+    fn gather_one(&mut self, ai: usize, coords: &[CV], inb: bool) -> Vec<CV> {
         let (dims, safe, planes, s, boundary) = {
             let a = &self.arrays[ai];
             (
@@ -1594,6 +1595,7 @@ impl Lowerer<'_, '_> {
         let mut inb_all = self.iconst(T::I8, 1);
         for (k, ((&c, &n), &(n_safe, hi))) in coords.iter().zip(&dims).zip(&safe).enumerate() {
             let c = match boundary {
+                _ if inb => c,
                 Boundary::Clamp => {
                     let zero = self.iconst(T::I64, 0);
                     let c = self.b.ins().smin(c, hi);
@@ -1637,7 +1639,7 @@ impl Lowerer<'_, '_> {
                 v = self.b.ins().icmp_imm_s(IntCC::NotEqual, v, 0);
             }
             let fallback = match boundary {
-                Boundary::Constant(k) => {
+                Boundary::Constant(k) if !inb => {
                     let c = Const::from_lanes(Type::scalar(s), &[k[l]]);
                     Some((self.constant(&c)[0], inb_all))
                 }
@@ -1660,6 +1662,7 @@ impl Lowerer<'_, '_> {
         coords: &LV,
         uniform: bool,
         consecutive: Option<CV>,
+        inb: bool,
     ) -> Result<LV, LowerError> {
         let s = self.arrays[ai].elem;
         let n = self.arrays[ai].planes.len();
@@ -1673,7 +1676,7 @@ impl Lowerer<'_, '_> {
         match coords {
             LV::U(cu) => {
                 let cu: Vec<CV> = cu.iter().map(|&x| to64(self, x)).collect();
-                let v = self.gather_one(ai, &cu);
+                let v = self.gather_one(ai, &cu, inb);
                 self.fix_read(uniform, s, LV::U(v))
             }
             LV::V(cv) if cs == ScalarType::I32 && contiguous_elem(s) => {
@@ -1694,12 +1697,16 @@ impl Lowerer<'_, '_> {
                     .collect();
                 let (ok, lin) = match consecutive {
                     // Lanes known consecutive (or not) from the coordinate's root: only lane
-                    // 0 and the range are checked here.
+                    // 0 and the range are checked here (an in-bounds read needs no range).
+                    Some(flag) if inb => {
+                        let first = self.b.ins().extractlane(cv[0][0], 0);
+                        (flag, self.b.ins().sextend(T::I64, first))
+                    }
                     Some(flag) => {
                         let (inr, lin) = self.first_in_range(ai, &cv[0]);
                         (self.b.ins().band(flag, inr), lin)
                     }
-                    None => self.consecutive_in_range(ai, cv),
+                    None => self.consecutive_in_range(ai, cv, inb),
                 };
                 self.b.ins().brif(ok, fast, &[], slow, &[]);
                 self.b.switch_to_block(fast);
@@ -1716,13 +1723,13 @@ impl Lowerer<'_, '_> {
                 }
                 self.b.ins().jump(merge, &args);
                 self.b.switch_to_block(slow);
-                let v = self.gather_lanes(ai, cs, cv);
+                let v = self.gather_lanes(ai, cs, cv, inb);
                 let args: Vec<BlockArg> = v.iter().flatten().map(|&x| BlockArg::Value(x)).collect();
                 self.b.ins().jump(merge, &args);
                 self.b.switch_to_block(merge);
                 Ok(LV::V(params))
             }
-            LV::V(cv) => Ok(LV::V(self.gather_lanes(ai, cs, cv))),
+            LV::V(cv) => Ok(LV::V(self.gather_lanes(ai, cs, cv, inb))),
             LV::Array(_) => self.err("array used as coordinates"),
         }
     }
@@ -1744,8 +1751,9 @@ impl Lowerer<'_, '_> {
 
     /// Whether the block's `i32` coordinates `cv` (one varying lane per axis) address
     /// consecutive elements along the last axis, the same index on the others, all inside
-    /// the array; and the linear position of lane 0 (i64).
-    fn consecutive_in_range(&mut self, ai: usize, cv: &[Vec<CV>]) -> (CV, CV) {
+    /// the array (known for an in-bounds read, `inb`); and the linear position of lane 0
+    /// (i64).
+    fn consecutive_in_range(&mut self, ai: usize, cv: &[Vec<CV>], inb: bool) -> (CV, CV) {
         let (dims, safe) = {
             let a = &self.arrays[ai];
             (a.dims.clone(), a.safe.clone())
@@ -1758,18 +1766,20 @@ impl Lowerer<'_, '_> {
             ok = self.b.ins().band(ok, follows);
             let first = self.b.ins().extractlane(lane[0], 0);
             let c = self.b.ins().sextend(T::I64, first);
-            let ge0 = self
-                .b
-                .ins()
-                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
-            ok = self.b.ins().band(ok, ge0);
-            let last = if k + 1 == rank {
-                self.b.ins().iadd_imm_s(c, BLOCK as i64 - 1)
-            } else {
-                c
-            };
-            let lt = self.b.ins().icmp(IntCC::SignedLessThan, last, dims[k]);
-            ok = self.b.ins().band(ok, lt);
+            if !inb {
+                let ge0 = self
+                    .b
+                    .ins()
+                    .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
+                ok = self.b.ins().band(ok, ge0);
+                let last = if k + 1 == rank {
+                    self.b.ins().iadd_imm_s(c, BLOCK as i64 - 1)
+                } else {
+                    c
+                };
+                let lt = self.b.ins().icmp(IntCC::SignedLessThan, last, dims[k]);
+                ok = self.b.ins().band(ok, lt);
+            }
             lin = if k == 0 {
                 c
             } else {
@@ -1781,7 +1791,13 @@ impl Lowerer<'_, '_> {
     }
 
     /// A varying read, one gather per lane: per tuple lane, its vectors.
-    fn gather_lanes(&mut self, ai: usize, cs: ScalarType, cv: &[Vec<CV>]) -> Vec<Vec<CV>> {
+    fn gather_lanes(
+        &mut self,
+        ai: usize,
+        cs: ScalarType,
+        cv: &[Vec<CV>],
+        inb: bool,
+    ) -> Vec<Vec<CV>> {
         let s = self.arrays[ai].elem;
         let n = self.arrays[ai].planes.len();
         {
@@ -1799,7 +1815,7 @@ impl Lowerer<'_, '_> {
                             }
                         })
                         .collect();
-                    for (l, v) in self.gather_one(ai, &c).into_iter().enumerate() {
+                    for (l, v) in self.gather_one(ai, &c, inb).into_iter().enumerate() {
                         per_lane[l].push(v);
                     }
                 }

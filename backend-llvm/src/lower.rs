@@ -862,7 +862,11 @@ impl<'m> Lower<'m> {
                 // `fptosi.sat` expands to five. Inline asm, because LLVM rewrites the
                 // `llvm.nvvm.*2i.rz` intrinsics into a plain `fptosi`, whose out-of-range
                 // results are poison.
-                let (fc, fs) = if from == S::F32 { ("f", "f32") } else { ("d", "f64") };
+                let (fc, fs) = if from == S::F32 {
+                    ("f", "f32")
+                } else {
+                    ("d", "f64")
+                };
                 let (ic, is) = match (to.is_signed_int(), to.bits()) {
                     (true, 32) => ("r", "s32"),
                     (false, 32) => ("r", "u32"),
@@ -1087,10 +1091,17 @@ impl<'m> Lower<'m> {
     /// `read`: coordinates (one i32/i64 lane per axis) with the boundary mode applied. A
     /// varying 1-D read on the host first checks whether each half of the block's lanes
     /// addresses consecutive elements inside the array — a stencil's `index + c`, a
-    /// reduction's rows — and then loads two vectors instead of gathering lane by lane.
-    fn read(&mut self, ai: usize, cs: ScalarType, coords: &LV) -> Result<LV, LowerError> {
+    /// reduction's rows — and then loads two vectors instead of gathering lane by lane. An
+    /// in-bounds read (`inb`, `read_inbounds`) skips every range check.
+    fn read(
+        &mut self,
+        ai: usize,
+        cs: ScalarType,
+        coords: &LV,
+        inb: bool,
+    ) -> Result<LV, LowerError> {
         let LV::V(lanes) = coords else {
-            return self.read_general(ai, cs, coords);
+            return self.read_general(ai, cs, coords, inb);
         };
         let w = self.w();
         if self.scalar
@@ -1098,7 +1109,7 @@ impl<'m> Lower<'m> {
             || !w.is_multiple_of(2)
             || self.arrays[ai].dims.len() != 1
         {
-            return self.read_general(ai, cs, coords);
+            return self.read_general(ai, cs, coords, inb);
         }
         let (n, planes, s, space) = {
             let a = &self.arrays[ai];
@@ -1125,11 +1136,15 @@ impl<'m> Lower<'m> {
         let want = self.def(format!("add {t64} {firsts}, <{}>", steps.join(", ")));
         let eq = self.def(format!("icmp eq {t64} {c}, {want}"));
         // Every lane inside the array too; one mask, one branch.
-        let nv = self.splat(ScalarType::I64, &n);
-        let ge0 = self.def(format!("icmp sge {t64} {c}, zeroinitializer"));
-        let ltn = self.def(format!("icmp slt {t64} {c}, {nv}"));
-        let inr = self.def(format!("and <{w} x i1> {ge0}, {ltn}"));
-        let good = self.def(format!("and <{w} x i1> {eq}, {inr}"));
+        let good = if inb {
+            eq
+        } else {
+            let nv = self.splat(ScalarType::I64, &n);
+            let ge0 = self.def(format!("icmp sge {t64} {c}, zeroinitializer"));
+            let ltn = self.def(format!("icmp slt {t64} {c}, {nv}"));
+            let inr = self.def(format!("and <{w} x i1> {ge0}, {ltn}"));
+            self.def(format!("and <{w} x i1> {eq}, {inr}"))
+        };
         let ok = self.intrinsic(
             "",
             &format!("llvm.vector.reduce.and.v{w}i1"),
@@ -1167,7 +1182,7 @@ impl<'m> Lower<'m> {
         self.br(&join);
         self.block(&slow);
         // The general read adds no block, so the phis' predecessors are `fast` and `slow`.
-        let LV::V(general) = self.read_general(ai, cs, coords)? else {
+        let LV::V(general) = self.read_general(ai, cs, coords, inb)? else {
             return self.err("internal: a varying read gave a uniform value");
         };
         self.br(&join);
@@ -1182,8 +1197,14 @@ impl<'m> Lower<'m> {
     }
 
     /// [`Self::read`] in general: clamped (or wrapped, or checked) coordinates and, when
-    /// varying, a gather.
-    fn read_general(&mut self, ai: usize, cs: ScalarType, coords: &LV) -> Result<LV, LowerError> {
+    /// varying, a gather; `inb`: the coordinates are in range, used as they are.
+    fn read_general(
+        &mut self,
+        ai: usize,
+        cs: ScalarType,
+        coords: &LV,
+        inb: bool,
+    ) -> Result<LV, LowerError> {
         let u = matches!(coords, LV::U(_));
         let (dims, planes, s, boundary) = {
             let a = &self.arrays[ai];
@@ -1207,7 +1228,7 @@ impl<'m> Lower<'m> {
         let mut inb_all: Option<String> = None;
         for (k, n) in dims.iter().enumerate() {
             let c = lane_of(coords, k).v;
-            let known = self.in_range.get(&c) == Some(&(ai, k));
+            let known = inb || self.in_range.get(&c) == Some(&(ai, k));
             let c = if cs.bits() == 64 {
                 c
             } else {
@@ -1428,12 +1449,13 @@ impl<'m> Lower<'m> {
                 }
                 Ok(vec![LV::U(xs)])
             }
-            O::Read => {
+            O::Read | O::ReadInBounds => {
                 let LV::Array(ai) = args[0] else {
                     return self.err("read of a non-array");
                 };
                 let (cs, _) = elem_of(aty(1));
-                Ok(vec![self.read(ai, cs, &args[1])?])
+                let inb = d.opcode == O::ReadInBounds;
+                Ok(vec![self.read(ai, cs, &args[1], inb)?])
             }
             O::Tuple => {
                 let (s, _) = elem_of(res_ty.expect("typed"));

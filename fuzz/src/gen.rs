@@ -190,6 +190,9 @@ enum Step {
     Geom(u8, u8, u16, u16),
     /// Array, coordinates, i64 coordinates.
     Read(u8, u16, bool),
+    /// A stencil read: array, `index` plus these offsets (−3 … 3 per axis), i64 coordinates
+    /// (the interior/border partition's reads, `passes::partition`).
+    Stencil(u8, [i8; 3], bool),
     Extent(u8, bool),
     /// `shape` (else `index`), i64 lanes.
     Builtin(bool, bool),
@@ -503,6 +506,13 @@ fn step(full: bool, depth: u32, calls: bool, arrays: bool) -> BoxedStrategy<Step
             .prop_map(|(a, c, w)| Step::Read(a, c, w));
         arms.push((2, read.boxed()));
         if full {
+            let stencil = (
+                any::<u8>(),
+                prop::array::uniform3(-3i8..=3),
+                prop::bool::weighted(0.3),
+            )
+                .prop_map(|(a, o, w)| Step::Stencil(a, o, w));
+            arms.push((2, stencil.boxed()));
             arms.push((
                 1,
                 (any::<u8>(), any::<bool>())
@@ -1128,6 +1138,25 @@ fn emit(b: &mut ProgramBuilder, env: &Env, pool: &mut Pool, step: &Step) {
             };
             let c = pool.get(b, ct, c);
             b.read(arr, c)
+        }
+        Step::Stencil(a, offs, wide) => {
+            let Some(&arr) = env.arrays.get(a as usize % env.arrays.len().max(1)) else {
+                return;
+            };
+            let dims = b.program().ty(arr).array_parts().expect("array").0;
+            if dims != env.dims {
+                return;
+            }
+            let t = coord_type(dims, wide);
+            let s = if wide { I64 } else { I32 };
+            let lanes: Vec<u64> = offs[..dims as usize]
+                .iter()
+                .map(|&o| canon(s, o as i64 as u64))
+                .collect();
+            let i = b.index(t);
+            let c = b.constant(Const::from_lanes(t, &lanes));
+            let q = b.op(O::Add, &[i, c]);
+            b.read(arr, q)
         }
         Step::Extent(a, wide) => {
             let Some(&arr) = env.arrays.get(a as usize % env.arrays.len().max(1)) else {

@@ -203,6 +203,7 @@ opcodes! {
     Normalize = "normalize", Geometry, Syntax::Fixed(1), Float, "a / length(a), lane by lane.";
     Cross = "cross", Geometry, Syntax::Fixed(2), Cross, "Cross product of two <3 x float>.";
     Read = "read", Array, Syntax::Fixed(2), Read, "Gather: read %array, %coords under the array's boundary mode.";
+    ReadInBounds = "read_inbounds", Array, Syntax::Fixed(2), Read, "read whose coordinates are in range (a partitioned launch's interior, passes::partition): no boundary handling; out of range is an error in the interpreter.";
     Extent = "extent", Array, Syntax::Fixed(1), Extent, "An array's size on each axis.";
     Index = "index", Builtin, Syntax::Fixed(0), Launch, "This element's coordinates in the launch.";
     Shape = "shape", Builtin, Syntax::Fixed(0), Launch, "The launch shape.";

@@ -74,7 +74,7 @@ fn region(m: &Module, p: &Program, r: Region, u: &mut Vec<bool>) {
             | Opcode::AtomicXchg
             | Opcode::AtomicCas => vec![false; d.results.len()],
             // A kernel's buffers and shared arrays change as work-items store into them.
-            Opcode::Read => {
+            Opcode::Read | Opcode::ReadInBounds => {
                 let ro = d.args.first().is_some_and(|&a| read_only(p, a));
                 vec![ro && all(u, &d.args); d.results.len()]
             }

@@ -17,6 +17,7 @@ use weft_backend_cranelift::abi::{lanes, Layout, PAD};
 use weft_backend_cranelift::{compile, Kernel};
 use weft_ir::interp::{HostArray, Input, RunError};
 use weft_ir::launch::ArgDesc;
+use weft_ir::passes::partition::{self, Footprint};
 use weft_ir::{Const, Module, ParamKind};
 
 /// Which code generator a CPU device compiles with.
@@ -87,6 +88,25 @@ pub struct CpuDevice {
 pub struct CpuProgram {
     prepared: Prepared,
     code: Arc<HostCode>,
+    /// The interior variant of a stencil program and its footprint
+    /// (`weft_ir::passes::partition`): run over the launch's interior, `code` over the rest.
+    interior: Option<(Arc<HostCode>, Footprint)>,
+}
+
+/// The ranges of a launch split into interior and border (`weft_ir::passes::partition::split`)
+/// and the interior variant's code.
+type Split = (Arc<HostCode>, Vec<(std::ops::Range<usize>, bool)>);
+
+impl CpuProgram {
+    /// The interior/border split of a launch of `shape` whose array parameter `i` has the
+    /// extents `extents(i)`: `None` when the program has no stencil reads or the launch no
+    /// interior range.
+    fn split(&self, shape: &[usize], extents: impl Fn(usize) -> Vec<usize>) -> Option<Split> {
+        let (code, fp) = self.interior.as_ref()?;
+        let bx = fp.interior(shape, extents);
+        let segs = partition::split(shape, &bx, PAD);
+        segs.iter().any(|s| s.1).then(|| (code.clone(), segs))
+    }
 }
 
 impl CpuProgram {
@@ -185,7 +205,12 @@ impl CpuDevice {
         }
         let prepared = Prepared::new(m, name)?;
         let code = self.kernel(prepared.kernel_module(), name)?;
-        let p = Arc::new(CpuProgram { prepared, code });
+        let interior = self.interior(prepared.kernel_module(), name)?;
+        let p = Arc::new(CpuProgram {
+            prepared,
+            code,
+            interior,
+        });
         Ok(self.lock_programs().get_or_insert(key, p))
     }
 
@@ -200,6 +225,25 @@ impl CpuDevice {
         name: &str,
     ) -> Result<Arc<CpuProgram>, RuntimeError> {
         self.shared.get_or(m, name, || self.prepare(m, name))
+    }
+
+    /// The compiled interior variant of program `name` of `m` (after inlining, so reads in
+    /// callees count) and its footprint, if it has stencil reads.
+    fn interior(
+        &self,
+        m: &Module,
+        name: &str,
+    ) -> Result<Option<(Arc<HostCode>, Footprint)>, RuntimeError> {
+        let lowered = weft_ir::passes::for_lowering(m, name);
+        let Some(i) = lowered.position(name) else {
+            return Ok(None);
+        };
+        let Some((q, fp)) = partition::interior_variant(&lowered.programs[i]) else {
+            return Ok(None);
+        };
+        let mut im = lowered.into_owned();
+        im.programs[i] = q;
+        Ok(Some((self.kernel(&im, name)?, fp)))
     }
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, Lru<(u64, String), Arc<HostCode>>> {
@@ -521,8 +565,13 @@ impl CpuDevice {
             program: name.to_string(),
             budget: self.timeout(),
         };
+        let split = prog.split(&plan.shape, |i| match inputs.get(i) {
+            Some(Input::Array(a)) => a.shape.clone(),
+            _ => Vec::new(),
+        });
         Ok(Launch {
             kernel,
+            split,
             ctx: Ctx(words),
             _inputs: keep,
             outs,
@@ -632,8 +681,13 @@ impl CpuDevice {
             program: name.to_string(),
             budget: self.timeout(),
         };
+        let split = prog.split(&plan.shape, |i| match args.get(i) {
+            Some(BufArg::Array { shape, .. }) => shape.to_vec(),
+            _ => Vec::new(),
+        });
         Ok(BufferLaunch {
             kernel,
+            split,
             ctx: Ctx(words),
             outs,
             shape: plan.shape.clone(),
@@ -685,29 +739,48 @@ fn watched(
     }
 }
 
-/// Runs `kernel` with context `ctx` over elements `0..n`: on the calling thread for small
-/// launches, else in chunks (whole blocks) over the rayon pool. Chunks not yet started when
-/// `abort` is raised are skipped.
-fn run_chunks(kernel: &HostCode, ctx: &Ctx, n: usize, abort: &AbortFlag) {
-    // SAFETY: the context follows the kernel's layout; every plane it names lives as long as
-    // the launch that owns `ctx` and is padded past whole blocks; chunks write disjoint
-    // element ranges of the output planes; its abort word points at `abort`, which outlives
-    // the call.
+/// Runs `kernel` with context `ctx` over elements `0..n`, or with a `split`, its interior
+/// ranges with the interior variant and the rest with `kernel`: on the calling thread for
+/// small launches, else in chunks (whole blocks) over the rayon pool. Chunks not yet started
+/// when `abort` is raised are skipped.
+fn run_split(kernel: &HostCode, split: Option<&Split>, ctx: &Ctx, n: usize, abort: &AbortFlag) {
+    // SAFETY: the context follows the layout of both kernels (the interior variant has the
+    // program's parameters and outputs); every plane it names lives as long as the launch
+    // that owns `ctx` and is padded past whole blocks; ranges start at multiples of `PAD`
+    // and end there or at `n`, so each writes its own element range of the output planes;
+    // interior ranges hold only elements whose in-bounds reads are inside their arrays; the
+    // abort word points at `abort`, which outlives the call.
     let entry = unsafe { kernel.entry() };
-    let run = |lo: usize, hi: usize| {
+    let inner = split.map(|(code, _)| unsafe { code.entry() });
+    let run = |lo: usize, hi: usize, inside: bool| {
         if !abort.is_raised() {
-            unsafe { entry(ctx.0.as_ptr(), lo as i64, hi as i64) }
+            let e = match inner {
+                Some(e) if inside => e,
+                _ => entry,
+            };
+            unsafe { e(ctx.0.as_ptr(), lo as i64, hi as i64) }
         }
     };
+    let whole = [(0..n, false)];
+    let segs = split.map_or(&whole[..], |(_, s)| s.as_slice());
     if n <= SERIAL_LIMIT {
-        run(0, n);
+        for (r, inside) in segs {
+            run(r.start, r.end, *inside);
+        }
     } else {
         let threads = rayon::current_num_threads().max(1);
         let chunk = (n / (threads * 8)).max(SERIAL_LIMIT / 2).div_ceil(PAD) * PAD;
-        let ranges: Vec<(usize, usize)> = (0..n.div_ceil(chunk))
-            .map(|c| (c * chunk, ((c + 1) * chunk).min(n)))
+        let pieces: Vec<(usize, usize, bool)> = segs
+            .iter()
+            .flat_map(|(r, inside)| {
+                (r.start..r.end)
+                    .step_by(chunk)
+                    .map(move |lo| (lo, (lo + chunk).min(r.end), *inside))
+            })
             .collect();
-        ranges.par_iter().for_each(|&(lo, hi)| run(lo, hi));
+        pieces
+            .par_iter()
+            .for_each(|&(lo, hi, inside)| run(lo, hi, inside));
     }
 }
 
@@ -793,6 +866,7 @@ impl KernelBuf<'_> {
 /// as wanted; [`BufferLaunch::into_outputs`] hands over the output buffers.
 pub struct BufferLaunch<'a> {
     kernel: Arc<HostCode>,
+    split: Option<Split>,
     ctx: Ctx,
     outs: Vec<HostBuffer>,
     shape: Vec<usize>,
@@ -833,8 +907,9 @@ impl BufferLaunch<'_> {
     /// As [`Launch::run`].
     pub fn run(&mut self) -> Result<(), RuntimeError> {
         let (kernel, n, w) = (&self.kernel, self.n, &self.watch);
+        let split = self.split.as_ref();
         watched(&mut self.ctx, w.word, &w.program, w.budget, |ctx, abort| {
-            run_chunks(kernel, ctx, n, abort)
+            run_split(kernel, split, ctx, n, abort)
         })
     }
 
@@ -851,6 +926,7 @@ impl BufferLaunch<'_> {
 /// [`CpuDevice::launch`]).
 pub struct Launch {
     kernel: Arc<HostCode>,
+    split: Option<Split>,
     ctx: Ctx,
     _inputs: Vec<Plane>,
     outs: Vec<Vec<Plane>>,
@@ -880,8 +956,9 @@ impl Launch {
     /// [`RuntimeError::Watchdog`] when the watchdog thread could not be started.
     pub fn run(&mut self) -> Result<(), RuntimeError> {
         let (kernel, n, w) = (&self.kernel, self.n, &self.watch);
+        let split = self.split.as_ref();
         watched(&mut self.ctx, w.word, &w.program, w.budget, |ctx, abort| {
-            run_chunks(kernel, ctx, n, abort)
+            run_split(kernel, split, ctx, n, abort)
         })
     }
 

@@ -457,6 +457,32 @@ impl<'m> Interpreter<'m> {
                 let a = f.arrays[d.args[0].index()]?;
                 single(read(a, elem, boundary, cs, &c))
             }
+            Opcode::ReadInBounds => {
+                let (_, elem, boundary) = aty(0).array_parts()?;
+                let cs = aty(1).elem_scalar();
+                let c = arg(1);
+                let a = match f.mems[d.args[0].index()] {
+                    Some(_) => None,
+                    None => f.arrays[d.args[0].index()],
+                };
+                let Some(a) = a else {
+                    ctx.launch_error = Some("`read_inbounds` of a kernel's buffer".into());
+                    return None;
+                };
+                let inside = a.shape.iter().enumerate().all(|(ax, &n)| {
+                    let x = lane_i64(cs, c[ax]);
+                    x >= 0 && x < n as i64
+                });
+                if !inside {
+                    let at: Vec<i64> = (0..a.shape.len()).map(|ax| lane_i64(cs, c[ax])).collect();
+                    ctx.launch_error = Some(format!(
+                        "`read_inbounds` at {at:?} is outside its array's shape {:?} (a wrong interior partition)",
+                        a.shape
+                    ));
+                    return None;
+                }
+                single(read(a, elem, boundary, cs, &c))
+            }
             o if o.is_kernel_only() => {
                 let item = ctx.item?;
                 let r = kernel::exec(item, d, &|i| arg(i), &|i| aty(i), rty, &|v| {

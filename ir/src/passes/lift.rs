@@ -64,7 +64,12 @@ pub fn lift_module(m: &mut Module) {
 fn forbidden(op: Opcode) -> bool {
     matches!(
         op,
-        Opcode::Index | Opcode::Shape | Opcode::Read | Opcode::Extent | Opcode::Call
+        Opcode::Index
+            | Opcode::Shape
+            | Opcode::Read
+            | Opcode::ReadInBounds
+            | Opcode::Extent
+            | Opcode::Call
     )
 }
 

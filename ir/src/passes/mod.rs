@@ -4,8 +4,9 @@
 //! [`inline`] (calls), [`fold`] (constant folding with DESIGN §3 semantics, through control
 //! flow: `if` on a constant, small constant-trip loops unrolled), [`cse`] (value numbering),
 //! [`dce`] (dead ops; `dce-inputs` also drops unused inputs), [`licm`] (loop-invariant code
-//! motion), [`math`] (the math expansion, DESIGN §3) and [`lift`] (uniform lifting into a
-//! per-launch prologue, DESIGN §4). [`Pipeline`] runs a comma-separated list of them.
+//! motion), [`math`] (the math expansion, DESIGN §3), [`lift`] (uniform lifting into a
+//! per-launch prologue, DESIGN §4) and [`partition`] (a stencil launch's interior variant).
+//! [`Pipeline`] runs a comma-separated list of them.
 
 pub mod cse;
 pub mod dce;
@@ -14,6 +15,7 @@ pub mod inline;
 pub mod licm;
 pub mod lift;
 pub mod math;
+pub mod partition;
 pub mod util;
 
 pub use math::{expand_math, expand_program};

@@ -252,3 +252,108 @@ fn prepared_programs_plan_once_per_signature() {
         .expect("a uniform for a varying input");
     assert!(e.to_string().contains("`x`"), "{e}");
 }
+
+/// A program adding three stencil reads: `a` at `index + o1` and `index + o2`, and `b` (whose
+/// shape may differ from the launch's) at `index + o3`, in that order.
+fn three_reads_src(r: usize, ty: &str, mode: &str, offs: [&[i32]; 3]) -> String {
+    let it = if r == 1 {
+        "i32".to_string()
+    } else {
+        format!("<{r} x i32>")
+    };
+    let lit = |off: &[i32]| {
+        let xs: Vec<String> = off.iter().map(|x| x.to_string()).collect();
+        if r == 1 {
+            xs[0].clone()
+        } else {
+            format!("({})", xs.join(", "))
+        }
+    };
+    format!(
+        "program @s(%a: array<{r} x {ty}, {mode}>, %b: array<{r} x {ty}, {mode}>) -> (v: {ty}) {{
+  %p: {it} = index
+  %o1: {it} = const {}
+  %o2: {it} = const {}
+  %o3: {it} = const {}
+  %q1: {it} = add %p, %o1
+  %q2: {it} = sub %p, %o2
+  %q3: {it} = add %o3, %p
+  %x: {ty} = read %a, %q1
+  %y: {ty} = read %a, %q2
+  %z: {ty} = read %b, %q3
+  %xy: {ty} = add %x, %y
+  %v: {ty} = add %xy, %z
+  return %v
+}}
+",
+        lit(offs[0]),
+        lit(offs[1]),
+        lit(offs[2])
+    )
+}
+
+/// Stencil launches split into an interior (in-bounds reads, `passes::partition`) and a
+/// border: every boundary mode, offsets up to ±3 on each axis, a second array larger or
+/// smaller than the launch, and shapes from smaller than the stencil to several blocks wide
+/// give the interpreter's bits on both CPU compilers.
+#[test]
+fn partitioned_stencils_match_the_interpreter() {
+    let devs = [
+        CpuDevice::new(),
+        CpuDevice::with_compiler(weft_runtime::HostCompiler::Llvm(Default::default())),
+    ];
+    let mut seed = 0x9e37_79b9_u64;
+    let mut next = move |k: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % k
+    };
+    let mut cases = 0;
+    for shape in [
+        vec![1usize],
+        vec![5],
+        vec![100],
+        vec![3000],
+        vec![2, 3],
+        vec![37, 45],
+        vec![9, 64],
+        vec![70, 17],
+        vec![3, 4, 40],
+        vec![5, 6, 21],
+    ] {
+        let r = shape.len();
+        for ty in ["f32", "i32", "f64"] {
+            for mode in ["clamp", "repeat", "constant(3)"] {
+                let mut off = || -> Vec<i32> { (0..r).map(|_| next(7) as i32 - 3).collect() };
+                let (o1, o2, o3) = (off(), off(), off());
+                let bshape: Vec<usize> = shape
+                    .iter()
+                    .map(|&n| (n as i64 + [-2i64, 0, 3][next(3) as usize]).max(1) as usize)
+                    .collect();
+                let src = three_reads_src(r, ty, mode, [&o1, &o2, &o3]);
+                let m = weft_ir::parse_and_verify(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+                let (prog, _) = weft_ir::passes::partition::interior_variant(&m.programs[0])
+                    .expect("three stencil reads");
+                assert_eq!(
+                    weft_ir::passes::util::count_ops(&prog, weft_ir::Opcode::ReadInBounds),
+                    3
+                );
+                let elem = m.programs[0].outputs[0].ty;
+                let ins = [
+                    Input::Array(Arc::new(pattern(elem, &shape))),
+                    Input::Array(Arc::new(pattern(elem, &bshape))),
+                ];
+                let want = Interpreter::new(&m)
+                    .apply("s", &ins, Some(&shape))
+                    .expect("interp");
+                for d in &devs {
+                    let got = d.apply(&m, "s", &ins, Some(&shape)).expect("compiled");
+                    assert_eq!(got, want, "{shape:?} b {bshape:?} {ty} {mode}\n{src}");
+                }
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 10 * 3 * 3);
+}
