@@ -92,19 +92,32 @@ fn coord_root(p: &Program, uni: &[bool], mut v: Value) -> Value {
 }
 
 /// Per value of `p`: whether it is the root ([`coord_root`]) of a varying i32 coordinate
-/// of a 1-D read.
+/// (scalar or tuple) of a read. A scalar root's flag is computed where it is defined; a
+/// tuple's is known only for `index` (its block lies in one row).
 fn coord_roots(p: &Program, uni: &[bool]) -> Vec<bool> {
     let mut roots = vec![false; p.num_values()];
     p.walk(&mut |op| {
         let d = p.op(op);
         if matches!(d.opcode, Opcode::Read | Opcode::ReadInBounds) {
             let c = d.args[1];
-            if !uni[c.index()] && p.ty(c) == Type::i32() {
+            if !uni[c.index()] && p.ty(c).elem_scalar() == ScalarType::I32 {
                 roots[coord_root(p, uni, c).index()] = true;
             }
         }
     });
     roots
+}
+
+/// The rank of `p`'s `index` (0 when it has none).
+fn index_rank(p: &Program) -> usize {
+    let mut rank = 0;
+    p.walk(&mut |op| {
+        let d = p.op(op);
+        if d.opcode == Opcode::Index {
+            rank = elem_of(p.ty(d.results[0])).1;
+        }
+    });
+    rank
 }
 
 /// Why lowering failed.
@@ -128,6 +141,9 @@ pub(crate) struct Lowerer<'a, 'b> {
     launch_word: usize,
     /// The lane numbers [0, 1, …, BLOCK-1] as i32x4 vectors, built once in the entry block.
     iota: Option<Vec<CV>>,
+    /// A 2-D/3-D launch that uses `index`: the block base's coordinates (carried by the
+    /// block loop, so no block divides) and the launch's extents (each at least 1).
+    first: Option<(Vec<CV>, Vec<CV>)>,
     /// Kernels: the work-group being lowered.
     group: Option<group::GroupState>,
     /// The launch watchdog (docs/abi.md): the abort flag's address, loaded in the entry
@@ -845,6 +861,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             program: p.name.clone(),
             launch_word: layout.launch,
             iota: None,
+            first: None,
             group: None,
             abort: None,
         };
@@ -883,8 +900,37 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             .collect();
         let iota = l.iota32();
         l.iota = Some(iota.clone());
-        l.b.ins().jump(header, &[BlockArg::Value(begin)]);
-        // Block loop: for base in (begin..end).step_by(4).
+        // A 2-D/3-D `index`: the coordinates of `begin`, divided once, then carried.
+        let rank = index_rank(p);
+        let (dims, wide) = if rank > 1 {
+            let lw = l.launch_word;
+            let dims: Vec<CV> = (0..rank)
+                .map(|k| {
+                    let d = l.word(lw + 1 + k);
+                    let one = l.iconst(T::I64, 1);
+                    l.b.ins().umax(d, one)
+                })
+                .collect();
+            let wide = l.b.ins().icmp_imm_u(
+                IntCC::UnsignedGreaterThanOrEqual,
+                dims[rank - 1],
+                BLOCK as i64,
+            );
+            (dims, Some(wide))
+        } else {
+            (Vec::new(), None)
+        };
+        let start = l.coords_of(begin, &dims);
+        let carried: Vec<CV> = (0..start.len())
+            .map(|_| l.b.append_block_param(header, T::I64))
+            .collect();
+        let mut args = vec![BlockArg::Value(begin)];
+        args.extend(start.iter().map(|&c| BlockArg::Value(c)));
+        l.b.ins().jump(header, &args);
+        if rank > 1 {
+            l.first = Some((carried.clone(), dims.clone()));
+        }
+        // Block loop: for base in (begin..end).step_by(BLOCK).
         l.b.switch_to_block(header);
         let more = l.b.ins().icmp(IntCC::SignedLessThan, base, end);
         l.b.ins().brif(more, body, &[], exit, &[]);
@@ -923,7 +969,38 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             }
         }
         let next = l.b.ins().iadd_imm_s(base, BLOCK as i64);
-        l.b.ins().jump(header, &[BlockArg::Value(next)]);
+        match wide {
+            None => {
+                l.b.ins().jump(header, &[BlockArg::Value(next)]);
+            }
+            Some(wide) => {
+                // At least a block per row: the next block's coordinates by one carry per
+                // axis; narrower rows divide.
+                let (inc, div) = (l.b.create_block(), l.b.create_block());
+                l.b.ins().brif(wide, inc, &[], div, &[]);
+                l.b.switch_to_block(inc);
+                let mut coords = carried.clone();
+                let mut carry = l.iconst(T::I64, BLOCK as i64);
+                for k in (1..rank).rev() {
+                    let t = l.b.ins().iadd(coords[k], carry);
+                    let wrap =
+                        l.b.ins()
+                            .icmp(IntCC::UnsignedGreaterThanOrEqual, t, dims[k]);
+                    let less = l.b.ins().isub(t, dims[k]);
+                    coords[k] = l.b.ins().select(wrap, less, t);
+                    carry = l.b.ins().uextend(T::I64, wrap);
+                }
+                coords[0] = l.b.ins().iadd(coords[0], carry);
+                let mut args = vec![BlockArg::Value(next)];
+                args.extend(coords.iter().map(|&c| BlockArg::Value(c)));
+                l.b.ins().jump(header, &args);
+                l.b.switch_to_block(div);
+                let coords = l.coords_of(next, &dims);
+                let mut args = vec![BlockArg::Value(next)];
+                args.extend(coords.iter().map(|&c| BlockArg::Value(c)));
+                l.b.ins().jump(header, &args);
+            }
+        }
         l.b.switch_to_block(exit);
         l.b.ins().return_(&[]);
         l.finish_watchdog();
@@ -1103,10 +1180,12 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         } else {
             self.fix(ty, f.uni[v.index()], lv)?
         };
-        if f.roots[v.index()] {
+        if f.roots[v.index()] && f.consec[v.index()].is_none() {
             if let LV::V(lanes) = &lv {
-                let flag = self.lanes_follow(&lanes[0], true);
-                f.consec[v.index()] = Some(flag);
+                if lanes.len() == 1 {
+                    let flag = self.lanes_follow(&lanes[0], true);
+                    f.consec[v.index()] = Some(flag);
+                }
             }
         }
         f.vals[v.index()] = Some(lv);
@@ -1178,7 +1257,11 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 };
                 Ok(vec![LV::U(self.constant(c))])
             }
-            O::Index => Ok(vec![self.index(res_ty.expect("typed"))]),
+            O::Index => {
+                let (lv, inrow) = self.index(res_ty.expect("typed"));
+                f.consec[d.results[0].index()] = inrow;
+                Ok(vec![lv])
+            }
             O::Shape => {
                 let t = res_ty.expect("typed");
                 let (s, n) = elem_of(t);
@@ -1472,32 +1555,57 @@ impl Lowerer<'_, '_> {
         self.b.ins().ireduce(T::I32, x)
     }
 
-    /// `index`: this block's elements' coordinates.
-    fn index(&mut self, t: Type) -> LV {
+    /// The coordinates of element `e` (i64) in a launch of extents `dims` (none when `dims`
+    /// is empty).
+    fn coords_of(&mut self, e: CV, dims: &[CV]) -> Vec<CV> {
+        let mut c = vec![e; dims.len()];
+        let mut e = e;
+        for k in (1..dims.len()).rev() {
+            c[k] = self.b.ins().urem(e, dims[k]);
+            e = self.b.ins().udiv(e, dims[k]);
+        }
+        if let Some(c0) = c.first_mut() {
+            *c0 = e;
+        }
+        c
+    }
+
+    /// `index`: this block's elements' coordinates, and for a 2-D/3-D launch the flag "the
+    /// block lies in one row" (its lanes then differ only by 0, 1, … on the last axis).
+    fn index(&mut self, t: Type) -> (LV, Option<CV>) {
         let (s, rank) = elem_of(t);
         if rank == 1 {
             if s == ScalarType::I32 {
                 let b32 = self.b.ins().ireduce(T::I32, self.base);
                 let v = self.b.ins().splat(T::I32X4, b32);
                 let iota = self.iota32();
-                return LV::V(vec![iota
-                    .iter()
-                    .map(|&x| self.b.ins().iadd(v, x))
-                    .collect()]);
+                return (
+                    LV::V(vec![iota
+                        .iter()
+                        .map(|&x| self.b.ins().iadd(v, x))
+                        .collect()]),
+                    None,
+                );
             }
             let xs: Vec<CV> = (0..BLOCK)
                 .map(|j| self.b.ins().iadd_imm_s(self.base, j as i64))
                 .collect();
-            return LV::V(vec![self.build(s, &xs)]);
+            return (LV::V(vec![self.build(s, &xs)]), None);
         }
-        let lw = self.launch_word;
-        let dims: Vec<CV> = (0..rank)
-            .map(|k| {
-                let d = self.word(lw + 1 + k);
-                let one = self.iconst(T::I64, 1);
-                self.b.ins().umax(d, one)
-            })
-            .collect();
+        let (first, dims) = match self.first.clone() {
+            Some(f) if f.0.len() == rank => f,
+            _ => {
+                let lw = self.launch_word;
+                let dims: Vec<CV> = (0..rank)
+                    .map(|k| {
+                        let d = self.word(lw + 1 + k);
+                        let one = self.iconst(T::I64, 1);
+                        self.b.ins().umax(d, one)
+                    })
+                    .collect();
+                (self.coords_of(self.base, &dims), dims)
+            }
+        };
         // When the last axis holds at least a block, lane j's coordinates follow from lane
         // 0's by adding j with at most one carry per axis: one division per block instead of
         // one per lane and axis. Narrower launches divide per lane.
@@ -1516,15 +1624,31 @@ impl Lowerer<'_, '_> {
             dims[rank - 1],
             BLOCK as i64,
         );
+        // One row: lane j is (first…, first[last] + j).
+        let last = rank - 1;
+        let end = self.b.ins().iadd_imm_s(first[last], BLOCK as i64);
+        let inrow = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedLessThanOrEqual, end, dims[last]);
+        let row = self.b.create_block();
+        let carry_blk = self.b.create_block();
+        self.b.ins().brif(inrow, row, &[], carry_blk, &[]);
+        self.b.switch_to_block(row);
+        let args: Vec<BlockArg> = (0..rank)
+            .flat_map(|k| (0..BLOCK).map(move |j| (k, j)))
+            .map(|(k, j)| {
+                BlockArg::Value(if k == last {
+                    self.b.ins().iadd_imm_s(first[k], j as i64)
+                } else {
+                    first[k]
+                })
+            })
+            .collect();
+        self.b.ins().jump(merge, &args);
+        self.b.switch_to_block(carry_blk);
         self.b.ins().brif(wide, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
-        let mut first = vec![self.base; rank];
-        let mut e = self.base;
-        for k in (1..rank).rev() {
-            first[k] = self.b.ins().urem(e, dims[k]);
-            e = self.b.ins().udiv(e, dims[k]);
-        }
-        first[0] = e;
         let mut per_axis: Vec<Vec<CV>> = vec![Vec::new(); rank];
         for j in 0..BLOCK {
             let mut carry = self.iconst(T::I64, j as i64);
@@ -1575,7 +1699,10 @@ impl Lowerer<'_, '_> {
                     .collect()
             })
             .collect();
-        LV::V(lanes.iter().map(|xs| self.build(s, xs)).collect())
+        (
+            LV::V(lanes.iter().map(|xs| self.build(s, xs)).collect()),
+            Some(inrow),
+        )
     }
 
     /// One gather: coordinates (i64 scalars, one per axis) to the element's lanes, with the
@@ -1698,15 +1825,19 @@ impl Lowerer<'_, '_> {
                 let (ok, lin) = match consecutive {
                     // Lanes known consecutive (or not) from the coordinate's root: only lane
                     // 0 and the range are checked here (an in-bounds read needs no range).
-                    Some(flag) if inb => {
+                    Some(flag) if inb && cv.len() == 1 => {
                         let first = self.b.ins().extractlane(cv[0][0], 0);
                         (flag, self.b.ins().sextend(T::I64, first))
                     }
-                    Some(flag) => {
+                    Some(flag) if cv.len() == 1 => {
                         let (inr, lin) = self.first_in_range(ai, &cv[0]);
                         (self.b.ins().band(flag, inr), lin)
                     }
-                    None => self.consecutive_in_range(ai, cv, inb),
+                    Some(flag) => {
+                        let (inr, lin) = self.consecutive_in_range(ai, cv, inb, false);
+                        (self.b.ins().band(flag, inr), lin)
+                    }
+                    None => self.consecutive_in_range(ai, cv, inb, true),
                 };
                 self.b.ins().brif(ok, fast, &[], slow, &[]);
                 self.b.switch_to_block(fast);
@@ -1752,8 +1883,14 @@ impl Lowerer<'_, '_> {
     /// Whether the block's `i32` coordinates `cv` (one varying lane per axis) address
     /// consecutive elements along the last axis, the same index on the others, all inside
     /// the array (known for an in-bounds read, `inb`); and the linear position of lane 0
-    /// (i64).
-    fn consecutive_in_range(&mut self, ai: usize, cv: &[Vec<CV>], inb: bool) -> (CV, CV) {
+    /// (i64). Without `follow` the lanes are known to follow (only the range is checked).
+    fn consecutive_in_range(
+        &mut self,
+        ai: usize,
+        cv: &[Vec<CV>],
+        inb: bool,
+        follow: bool,
+    ) -> (CV, CV) {
         let (dims, safe) = {
             let a = &self.arrays[ai];
             (a.dims.clone(), a.safe.clone())
@@ -1762,8 +1899,10 @@ impl Lowerer<'_, '_> {
         let mut ok = self.iconst(T::I8, 1);
         let mut lin = self.iconst(T::I64, 0);
         for (k, lane) in cv.iter().enumerate() {
-            let follows = self.lanes_follow(lane, k + 1 == rank);
-            ok = self.b.ins().band(ok, follows);
+            if follow {
+                let follows = self.lanes_follow(lane, k + 1 == rank);
+                ok = self.b.ins().band(ok, follows);
+            }
             let first = self.b.ins().extractlane(lane[0], 0);
             let c = self.b.ins().sextend(T::I64, first);
             if !inb {

@@ -114,9 +114,7 @@ pub fn features(c: &Case) -> BTreeSet<String> {
 pub fn all_features() -> BTreeSet<String> {
     let mut f: BTreeSet<String> = OP_TABLE
         .iter()
-        .filter(|i| {
-            !i.opcode.is_kernel_only() && i.opcode != weft_ir::Opcode::ReadInBounds
-        })
+        .filter(|i| !i.opcode.is_kernel_only() && i.opcode != weft_ir::Opcode::ReadInBounds)
         .map(|i| format!("op:{}", i.mnemonic))
         .collect();
     f.extend(

@@ -740,6 +740,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             program: p.name.clone(),
             launch_word: layout.launch,
             iota: None,
+            first: None,
             group: None,
             abort: None,
         };

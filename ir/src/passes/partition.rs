@@ -146,13 +146,15 @@ fn lane_offset(p: &Program, v: Value, lane: usize, depth: u32) -> Option<(usize,
     }
 }
 
-/// Lane `lane` of constant `v` as an integer, if `v` is an integer `const`.
+/// Lane `lane` of constant `v` as an integer, if `v` is an integer `const` (or a `tuple`
+/// of them, as the DSL records `Value2i::from_array`).
 fn const_lane(p: &Program, v: Value, lane: usize) -> Option<i64> {
     let ValueDef::Result(op, 0) = p.value(v).def else {
         return None;
     };
     let d = p.op(op);
     match (&d.opcode, &d.imm) {
+        (Opcode::Tuple, _) => const_lane(p, *d.args.get(lane)?, 0),
         (Opcode::Const, Imm::Const(c)) => {
             let s = c.ty.elem_scalar();
             if !s.is_int() {

@@ -555,3 +555,12 @@ fn weft_run_iterate_on_kernel_buffers_gives_the_interpreters_bits() {
         assert_eq!(run(be), want, "{be}");
     }
 }
+
+/// Jacobi's five reads (`index` and its four neighbours, recorded by the DSL as tuples of
+/// constants) are stencil reads, so its launches run an interior without boundary handling.
+#[test]
+fn jacobi_reads_are_stencil_reads() {
+    let p = jacobi::sweep().expect("records");
+    let (_, fp) = weft_ir::passes::partition::interior_variant(p.ir()).expect("stencil reads");
+    assert_eq!(fp.reads.len(), 5, "{fp:?}");
+}
