@@ -47,6 +47,8 @@ struct Frame<'p> {
     /// root of a read's coordinate, and once lowered, its flag "lane k is lane 0 + k".
     roots: Vec<bool>,
     consec: Vec<Option<CV>>,
+    /// Top-level uniform ops lowered once before the block loop (map programs), by op.
+    hoisted: Vec<bool>,
 }
 
 impl<'p> Frame<'p> {
@@ -65,6 +67,7 @@ impl<'p> Frame<'p> {
             spill: Default::default(),
             roots,
             consec: vec![None; p.num_values()],
+            hoisted: vec![false; p.num_ops()],
         }
     }
 }
@@ -900,6 +903,21 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             .collect();
         let iota = l.iota32();
         l.iota = Some(iota.clone());
+        // Uniform top-level ops without regions (constants, `shape`, extents, arithmetic on
+        // uniform parameters) are the same for every block: lowered once, here.
+        for &op in &p.region(p.body).ops {
+            let d = p.op(op);
+            let ready = d.args.iter().all(|a| frame.vals[a.index()].is_some());
+            let uniform = !d.results.is_empty() && d.results.iter().all(|r| frame.uni[r.index()]);
+            if d.opcode.is_terminator() || !d.regions.is_empty() || !uniform || !ready {
+                continue;
+            }
+            let results = l.op(&mut frame, op, &iota)?;
+            for (&v, lv) in d.results.iter().zip(results) {
+                l.set(&mut frame, v, lv)?;
+            }
+            frame.hoisted[op.index()] = true;
+        }
         // A 2-D/3-D `index`: the coordinates of `begin`, divided once, then carried.
         let rank = index_rank(p);
         let (dims, wide) = if rank > 1 {
@@ -1229,6 +1247,9 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             let d = p.op(op);
             if d.opcode.is_terminator() {
                 return d.args.iter().map(|&a| self.get(f, a)).collect();
+            }
+            if f.hoisted[op.index()] {
+                continue;
             }
             let results = self.op(f, op, mask)?;
             for (&v, lv) in d.results.iter().zip(results) {
@@ -1612,10 +1633,12 @@ impl Lowerer<'_, '_> {
         let fast = self.b.create_block();
         let slow = self.b.create_block();
         let merge = self.b.create_block();
+        // The merge takes each axis's vectors (of the index's element type).
+        let parts = BLOCK / per_vector(s);
         let params: Vec<Vec<CV>> = (0..rank)
             .map(|_| {
-                (0..BLOCK)
-                    .map(|_| self.b.append_block_param(merge, T::I64))
+                (0..parts)
+                    .map(|_| self.b.append_block_param(merge, vty(s)))
                     .collect()
             })
             .collect();
@@ -1635,16 +1658,31 @@ impl Lowerer<'_, '_> {
         let carry_blk = self.b.create_block();
         self.b.ins().brif(inrow, row, &[], carry_blk, &[]);
         self.b.switch_to_block(row);
-        let args: Vec<BlockArg> = (0..rank)
-            .flat_map(|k| (0..BLOCK).map(move |j| (k, j)))
-            .map(|(k, j)| {
-                BlockArg::Value(if k == last {
-                    self.b.ins().iadd_imm_s(first[k], j as i64)
+        let mut args = Vec::new();
+        for (k, &c) in first.iter().enumerate() {
+            if s == ScalarType::I32 {
+                let c32 = self.b.ins().ireduce(T::I32, c);
+                let v = self.b.ins().splat(T::I32X4, c32);
+                if k == last {
+                    for x in self.iota32() {
+                        args.push(BlockArg::Value(self.b.ins().iadd(v, x)));
+                    }
                 } else {
-                    first[k]
-                })
-            })
-            .collect();
+                    args.extend((0..parts).map(|_| BlockArg::Value(v)));
+                }
+            } else {
+                let xs: Vec<CV> = (0..BLOCK)
+                    .map(|j| {
+                        if k == last {
+                            self.b.ins().iadd_imm_s(c, j as i64)
+                        } else {
+                            c
+                        }
+                    })
+                    .collect();
+                args.extend(self.build(s, &xs).into_iter().map(BlockArg::Value));
+            }
+        }
         self.b.ins().jump(merge, &args);
         self.b.switch_to_block(carry_blk);
         self.b.ins().brif(wide, fast, &[], slow, &[]);
@@ -1664,10 +1702,7 @@ impl Lowerer<'_, '_> {
             }
             per_axis[0].push(self.b.ins().iadd(first[0], carry));
         }
-        let args: Vec<BlockArg> = (0..rank)
-            .flat_map(|k| per_axis[k].clone())
-            .map(BlockArg::Value)
-            .collect();
+        let args = self.index_vectors(s, &per_axis);
         self.b.ins().jump(merge, &args);
         self.b.switch_to_block(slow);
         let mut per_axis: Vec<Vec<CV>> = vec![Vec::new(); rank];
@@ -1679,30 +1714,30 @@ impl Lowerer<'_, '_> {
                 per_axis[k].push(c);
             }
         }
-        let args: Vec<BlockArg> = (0..rank)
-            .flat_map(|k| per_axis[k].clone())
-            .map(BlockArg::Value)
-            .collect();
+        let args = self.index_vectors(s, &per_axis);
         self.b.ins().jump(merge, &args);
         self.b.switch_to_block(merge);
-        let lanes: Vec<Vec<CV>> = params
-            .iter()
-            .map(|xs| {
-                xs.iter()
-                    .map(|&c| {
-                        if s == ScalarType::I32 {
-                            self.b.ins().ireduce(T::I32, c)
-                        } else {
-                            c
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
-        (
-            LV::V(lanes.iter().map(|xs| self.build(s, xs)).collect()),
-            Some(inrow),
-        )
+        (LV::V(params), Some(inrow))
+    }
+
+    /// Per-axis, per-lane i64 coordinates as the merge arguments of [`Self::index`]: each
+    /// axis's vectors of `s` (i32 lanes reduced from i64).
+    fn index_vectors(&mut self, s: ScalarType, per_axis: &[Vec<CV>]) -> Vec<BlockArg> {
+        let mut args = Vec::new();
+        for xs in per_axis {
+            let xs: Vec<CV> = xs
+                .iter()
+                .map(|&c| {
+                    if s == ScalarType::I32 {
+                        self.b.ins().ireduce(T::I32, c)
+                    } else {
+                        c
+                    }
+                })
+                .collect();
+            args.extend(self.build(s, &xs).into_iter().map(BlockArg::Value));
+        }
+        args
     }
 
     /// One gather: coordinates (i64 scalars, one per axis) to the element's lanes, with the

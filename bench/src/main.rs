@@ -509,6 +509,7 @@ fn main() {
         "docs/performance-workloads.md",
         "docs/performance-workloads-gpu.md",
         "docs/performance-launch.md",
+        "docs/performance-stencil.md",
         "docs/performance-workloads-notes.md",
         "docs/performance-algebra.md",
         "docs/performance-reduce.md",
