@@ -1066,6 +1066,9 @@ impl<'m> Lower<'m> {
             };
         }
         let lw = self.launch_word;
+        if !u {
+            return self.index_blocks(s, rank, e);
+        }
         let mut per_axis = vec![String::new(); rank];
         let mut rest = e;
         for k in (0..rank).rev() {
@@ -1088,6 +1091,84 @@ impl<'m> Lower<'m> {
         }
     }
 
+    /// A 2-D/3-D `index` of a host block (`e`: its elements' numbers): lane 0's coordinates
+    /// by scalar division, the other lanes' by adding the lane number with one carry per
+    /// axis when the last axis holds a whole block; narrower launches divide lane by lane.
+    fn index_blocks(&mut self, s: ScalarType, rank: usize, e: String) -> LV {
+        let w = self.w();
+        let t64 = format!("<{w} x i64>");
+        let tt = self.ty(s, false);
+        let lw = self.launch_word;
+        let dims: Vec<String> = (0..rank)
+            .map(|k| {
+                let d = self.word(lw + 1 + k);
+                self.intrinsic(
+                    "",
+                    "llvm.umax.i64",
+                    "i64",
+                    &[("i64".into(), d), ("i64".into(), "1".into())],
+                )
+            })
+            .collect();
+        let last = rank - 1;
+        let narrow = |me: &mut Self, c: String| {
+            if s.bits() == 64 {
+                c
+            } else {
+                me.def(format!("trunc {t64} {c} to {tt}"))
+            }
+        };
+        let wide = self.def(format!("icmp uge i64 {}, {w}", dims[last]));
+        let (fast, slow, join) = (
+            self.label("ixfast"),
+            self.label("ixslow"),
+            self.label("ixjoin"),
+        );
+        self.condbr(&wide, &fast, &slow);
+        self.block(&fast);
+        let base = self.base.clone();
+        let mut first = vec![String::new(); rank];
+        let mut rest = base;
+        for k in (1..rank).rev() {
+            first[k] = self.def(format!("urem i64 {rest}, {}", dims[k]));
+            rest = self.def(format!("udiv i64 {rest}, {}", dims[k]));
+        }
+        first[0] = rest;
+        let iota: Vec<String> = (0..w).map(|j| format!("i64 {j}")).collect();
+        let sl = self.splat(ScalarType::I64, &first[last]);
+        let mut v = self.def(format!("add {t64} {sl}, <{}>", iota.join(", ")));
+        let mut quick = vec![String::new(); rank];
+        for k in (1..rank).rev() {
+            let dv = self.splat(ScalarType::I64, &dims[k]);
+            let wrap = self.def(format!("icmp uge {t64} {v}, {dv}"));
+            let less = self.def(format!("sub {t64} {v}, {dv}"));
+            let c = self.def(format!("select <{w} x i1> {wrap}, {t64} {less}, {t64} {v}"));
+            quick[k] = narrow(self, c);
+            let carry = self.def(format!("zext <{w} x i1> {wrap} to {t64}"));
+            let up = self.splat(ScalarType::I64, &first[k - 1]);
+            v = self.def(format!("add {t64} {up}, {carry}"));
+        }
+        quick[0] = narrow(self, v);
+        self.br(&join);
+        self.block(&slow);
+        let mut general = vec![String::new(); rank];
+        let mut rest = e;
+        for k in (0..rank).rev() {
+            let dv = self.splat(ScalarType::I64, &dims[k]);
+            let c = self.def(format!("urem {t64} {rest}, {dv}"));
+            rest = self.def(format!("udiv {t64} {rest}, {dv}"));
+            general[k] = narrow(self, c);
+        }
+        self.br(&join);
+        self.block(&join);
+        let out = quick
+            .iter()
+            .zip(&general)
+            .map(|(q, g)| self.def(format!("phi {tt} [ {q}, %{fast} ], [ {g}, %{slow} ]")))
+            .collect();
+        LV::V(out)
+    }
+
     /// `read`: coordinates (one i32/i64 lane per axis) with the boundary mode applied. A
     /// varying 1-D read on the host first checks whether each half of the block's lanes
     /// addresses consecutive elements inside the array — a stencil's `index + c`, a
@@ -1104,47 +1185,72 @@ impl<'m> Lower<'m> {
             return self.read_general(ai, cs, coords, inb);
         };
         let w = self.w();
-        if self.scalar
-            || lanes.len() != 1
-            || !w.is_multiple_of(2)
-            || self.arrays[ai].dims.len() != 1
-        {
+        let rank = self.arrays[ai].dims.len();
+        if self.scalar || lanes.len() != rank || !w.is_multiple_of(2) {
             return self.read_general(ai, cs, coords, inb);
         }
-        let (n, planes, s, space) = {
+        let (dims, planes, s, space) = {
             let a = &self.arrays[ai];
-            (a.dims[0].clone(), a.planes.clone(), a.elem, a.space)
+            (a.dims.clone(), a.planes.clone(), a.elem, a.space)
         };
         let h = w / 2;
         let t64 = format!("<{w} x i64>");
-        let c = lanes[0].clone();
-        let c = if cs.bits() == 64 {
-            c
-        } else {
-            self.def(format!("sext <{w} x {}> {c} to {t64}", lty(cs)))
-        };
-        let c0 = self.def(format!("extractelement {t64} {c}, i64 0"));
-        let ch = self.def(format!("extractelement {t64} {c}, i64 {h}"));
-        let pair = self.def(format!("insertelement <2 x i64> poison, i64 {c0}, i64 0"));
-        let pair = self.def(format!("insertelement <2 x i64> {pair}, i64 {ch}, i64 1"));
+        // Each half of the block: the same coordinates on every axis but the last, and
+        // consecutive ones on the last (a stencil's `index + c` in one row). The halves'
+        // first elements are `c0` and `ch` (linear positions, row-major as `read_general`).
         let pick: Vec<String> = (0..w).map(|k| format!("i32 {}", k / h)).collect();
-        let firsts = self.def(format!(
-            "shufflevector <2 x i64> {pair}, <2 x i64> poison, <{w} x i32> <{}>",
-            pick.join(", ")
-        ));
-        let steps: Vec<String> = (0..w).map(|k| format!("i64 {}", k % h)).collect();
-        let want = self.def(format!("add {t64} {firsts}, <{}>", steps.join(", ")));
-        let eq = self.def(format!("icmp eq {t64} {c}, {want}"));
-        // Every lane inside the array too; one mask, one branch.
-        let good = if inb {
-            eq
-        } else {
-            let nv = self.splat(ScalarType::I64, &n);
-            let ge0 = self.def(format!("icmp sge {t64} {c}, zeroinitializer"));
-            let ltn = self.def(format!("icmp slt {t64} {c}, {nv}"));
-            let inr = self.def(format!("and <{w} x i1> {ge0}, {ltn}"));
-            self.def(format!("and <{w} x i1> {eq}, {inr}"))
-        };
+        let mut good: Option<String> = None;
+        let (mut c0, mut ch) = (String::new(), String::new());
+        for (k, n) in dims.iter().enumerate() {
+            let c = lanes[k].clone();
+            let c = if cs.bits() == 64 {
+                c
+            } else {
+                self.def(format!("sext <{w} x {}> {c} to {t64}", lty(cs)))
+            };
+            let a0 = self.def(format!("extractelement {t64} {c}, i64 0"));
+            let ah = self.def(format!("extractelement {t64} {c}, i64 {h}"));
+            let pair = self.def(format!("insertelement <2 x i64> poison, i64 {a0}, i64 0"));
+            let pair = self.def(format!("insertelement <2 x i64> {pair}, i64 {ah}, i64 1"));
+            let firsts = self.def(format!(
+                "shufflevector <2 x i64> {pair}, <2 x i64> poison, <{w} x i32> <{}>",
+                pick.join(", ")
+            ));
+            let want = if k + 1 == rank {
+                let steps: Vec<String> = (0..w).map(|j| format!("i64 {}", j % h)).collect();
+                self.def(format!("add {t64} {firsts}, <{}>", steps.join(", ")))
+            } else {
+                firsts
+            };
+            let mut ok = self.def(format!("icmp eq {t64} {c}, {want}"));
+            if !inb {
+                // Every lane inside the array too; one mask, one branch.
+                let nv = self.splat(ScalarType::I64, n);
+                let ge0 = self.def(format!("icmp sge {t64} {c}, zeroinitializer"));
+                let ltn = self.def(format!("icmp slt {t64} {c}, {nv}"));
+                let inr = self.def(format!("and <{w} x i1> {ge0}, {ltn}"));
+                ok = self.def(format!("and <{w} x i1> {ok}, {inr}"));
+            }
+            good = Some(match good {
+                None => ok,
+                Some(g) => self.def(format!("and <{w} x i1> {g}, {ok}")),
+            });
+            if k == 0 {
+                (c0, ch) = (a0, ah);
+            } else {
+                (c0, ch) = (
+                    {
+                        let t = self.def(format!("mul i64 {c0}, {n}"));
+                        self.def(format!("add i64 {t}, {a0}"))
+                    },
+                    {
+                        let t = self.def(format!("mul i64 {ch}, {n}"));
+                        self.def(format!("add i64 {t}, {ah}"))
+                    },
+                );
+            }
+        }
+        let good = good.unwrap_or_default();
         let ok = self.intrinsic(
             "",
             &format!("llvm.vector.reduce.and.v{w}i1"),
