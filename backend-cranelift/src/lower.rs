@@ -921,14 +921,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         // A 2-D/3-D `index`: the coordinates of `begin`, divided once, then carried.
         let rank = index_rank(p);
         let (dims, wide) = if rank > 1 {
-            let lw = l.launch_word;
-            let dims: Vec<CV> = (0..rank)
-                .map(|k| {
-                    let d = l.word(lw + 1 + k);
-                    let one = l.iconst(T::I64, 1);
-                    l.b.ins().umax(d, one)
-                })
-                .collect();
+            let dims = l.launch_dims(rank);
             let wide = l.b.ins().icmp_imm_u(
                 IntCC::UnsignedGreaterThanOrEqual,
                 dims[rank - 1],
@@ -1576,6 +1569,18 @@ impl Lowerer<'_, '_> {
         self.b.ins().ireduce(T::I32, x)
     }
 
+    /// The launch's first `rank` extents, each at least 1 (i64).
+    fn launch_dims(&mut self, rank: usize) -> Vec<CV> {
+        let lw = self.launch_word;
+        (0..rank)
+            .map(|k| {
+                let d = self.word(lw + 1 + k);
+                let one = self.iconst(T::I64, 1);
+                self.b.ins().umax(d, one)
+            })
+            .collect()
+    }
+
     /// The coordinates of element `e` (i64) in a launch of extents `dims` (none when `dims`
     /// is empty).
     fn coords_of(&mut self, e: CV, dims: &[CV]) -> Vec<CV> {
@@ -1616,14 +1621,7 @@ impl Lowerer<'_, '_> {
         let (first, dims) = match self.first.clone() {
             Some(f) if f.0.len() == rank => f,
             _ => {
-                let lw = self.launch_word;
-                let dims: Vec<CV> = (0..rank)
-                    .map(|k| {
-                        let d = self.word(lw + 1 + k);
-                        let one = self.iconst(T::I64, 1);
-                        self.b.ins().umax(d, one)
-                    })
-                    .collect();
+                let dims = self.launch_dims(rank);
                 (self.coords_of(self.base, &dims), dims)
             }
         };

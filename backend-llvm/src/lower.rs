@@ -299,6 +299,19 @@ impl<'m> Lower<'m> {
         self.line(format!("br label %{l}"));
     }
 
+    /// Branches on `c` to a new `fast` block (made current) or a `slow` one; returns their
+    /// labels and that of a `join` block the caller ends both with (`{what}fast`, …).
+    fn fork(&mut self, c: &str, what: &str) -> (String, String, String) {
+        let (fast, slow, join) = (
+            self.label(&format!("{what}fast")),
+            self.label(&format!("{what}slow")),
+            self.label(&format!("{what}join")),
+        );
+        self.condbr(c, &fast, &slow);
+        self.block(&fast);
+        (fast, slow, join)
+    }
+
     fn condbr(&mut self, c: &str, a: &str, b: &str) {
         self.line(format!("br i1 {c}, label %{a}, label %{b}"));
     }
@@ -1119,13 +1132,7 @@ impl<'m> Lower<'m> {
             }
         };
         let wide = self.def(format!("icmp uge i64 {}, {w}", dims[last]));
-        let (fast, slow, join) = (
-            self.label("ixfast"),
-            self.label("ixslow"),
-            self.label("ixjoin"),
-        );
-        self.condbr(&wide, &fast, &slow);
-        self.block(&fast);
+        let (fast, slow, join) = self.fork(&wide, "ix");
         let base = self.base.clone();
         let mut first = vec![String::new(); rank];
         let mut rest = base;
@@ -1257,13 +1264,7 @@ impl<'m> Lower<'m> {
             "i1",
             &[(format!("<{w} x i1>"), good)],
         );
-        let (fast, slow, join) = (
-            self.label("rdfast"),
-            self.label("rdslow"),
-            self.label("rdjoin"),
-        );
-        self.condbr(&ok, &fast, &slow);
-        self.block(&fast);
+        let (fast, slow, join) = self.fork(&ok, "rd");
         let st = storage_ty(s);
         let bytes = storage_bytes(s);
         let ht = format!("<{h} x {st}>");
