@@ -588,6 +588,19 @@ impl<'m> Lower<'m> {
                 ));
                 format!("trunc i32 {a} to {t}")
             }
+            // On the GPU, `abs.s32` of the most negative i32 compared with 0 gave "not
+            // negative" (the PTX is right; ptxas folds the comparison, weft fuzz --seed 31,
+            // case 1780; tests/filetests/fuzz/abs_min_compare.weft): so 32- and 64-bit `abs`
+            // on PTX is the two's-complement identity (x ^ s) - s, s = x >> (bits - 1), as
+            // opaque inline asm.
+            O::Abs if sg && self.flavor == Flavor::Ptx => {
+                let (b, c) = if s.bits() == 64 { (64, "l") } else { (32, "r") };
+                return Ok(self.def(format!(
+                    "call {t} asm \"{{ .reg .s{b} t; shr.s{b} t, $1, {}; xor.b{b} $0, $1, t; sub.s{b} $0, $0, t; }}\", \"={c},{c}\"({t} {})",
+                    b - 1,
+                    x[0]
+                )));
+            }
             O::Abs if sg => {
                 return Ok(self.intrinsic(
                     "",
