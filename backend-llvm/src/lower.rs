@@ -1190,9 +1190,10 @@ impl<'m> Lower<'m> {
     }
 
     /// `read`: coordinates (one i32/i64 lane per axis) with the boundary mode applied. A
-    /// varying 1-D read on the host first checks whether each half of the block's lanes
-    /// addresses consecutive elements inside the array — a stencil's `index + c`, a
-    /// reduction's rows — and then loads two vectors instead of gathering lane by lane. An
+    /// varying read on the host first checks whether each half of the block's lanes
+    /// addresses consecutive elements of one row inside the array — a stencil's
+    /// `index + c`, a reduction's rows — and then loads two vectors instead of gathering
+    /// lane by lane. An
     /// in-bounds read (`inb`, `read_inbounds`) skips every range check.
     fn read(
         &mut self,

@@ -106,14 +106,6 @@ pub fn emit_math<E: Emit>(e: &mut E, op: Opcode, a: E::V, b: Option<E::V>) -> E:
     }
 }
 
-/// `max(min(x, hi), lo)` (NaN stays NaN).
-fn clamp<E: Emit>(e: &mut E, x: E::V, lo: f64, hi: f64) -> E::V {
-    let h = e.f(hi);
-    let l = e.f(lo);
-    let m = e.min(x, h);
-    e.max(m, l)
-}
-
 /// The low `N` bits of the integer `v` (i64 or u64), least significant first, as bools.
 fn index_bits<E: Emit, const N: usize>(e: &mut E, v: E::V) -> [E::V; N] {
     let s = e.ty(v);
@@ -190,9 +182,9 @@ const EXP_NARROW_C: [f64; 11] = coeffs(2, 1, true, false);
 /// (to nearest, ties to even), and the low bits of `t + ROUND_MAGIC` are that integer.
 const ROUND_MAGIC: f64 = 6_755_399_441_055_744.0;
 
-/// `max(min(x, hi), lo)` by compares and selects, which keep NaN (cheaper than the IR's
-/// NaN-propagating `min`/`max` on targets whose own min and max drop NaN).
-fn clamp_sel<E: Emit>(e: &mut E, x: E::V, lo: f64, hi: f64) -> E::V {
+/// `max(min(x, hi), lo)` by compares and selects, which keep NaN: the same values as the
+/// IR's NaN-propagating `min`/`max`, cheaper on targets whose own min and max drop NaN.
+fn clamp<E: Emit>(e: &mut E, x: E::V, lo: f64, hi: f64) -> E::V {
     let l = e.f(lo);
     let below = e.lt(x, l);
     let x = e.select(below, l, x);
@@ -225,7 +217,7 @@ fn exp_narrow_core<E: Emit>(e: &mut E, sk: E::V, r: E::V) -> E::V {
 /// r = x - k ln 2 by two fmas with ln 2 as a double-double (relative error below 2^-51),
 /// then [`exp_narrow_core`]. Relative error below 2^-50 before the final rounding.
 fn exp_narrow<E: Emit>(e: &mut E, x: E::V) -> E::V {
-    let xc = clamp_sel(e, x, -110.0, 100.0);
+    let xc = clamp(e, x, -110.0, 100.0);
     let il = e.f(INV_LN2[0]);
     let magic = e.f(ROUND_MAGIC);
     let sk = e.fma(xc, il, magic);
@@ -241,7 +233,7 @@ fn exp_narrow<E: Emit>(e: &mut E, x: E::V) -> E::V {
 /// 2^x for f32 and f16 results: arguments clamped to [-160, 160], k = x rounded to an
 /// integer, r = (x - k) ln 2 (x - k is exact), then [`exp_narrow_core`]; exact at integers.
 fn exp2_narrow<E: Emit>(e: &mut E, x: E::V) -> E::V {
-    let xc = clamp_sel(e, x, -160.0, 160.0);
+    let xc = clamp(e, x, -160.0, 160.0);
     let sk = e.addc(xc, ROUND_MAGIC);
     let k = e.addc(sk, -ROUND_MAGIC);
     let f = e.sub(xc, k);
