@@ -101,7 +101,7 @@ fn coord_roots(p: &Program, uni: &[bool]) -> Vec<bool> {
     let mut roots = vec![false; p.num_values()];
     p.walk(&mut |op| {
         let d = p.op(op);
-        if matches!(d.opcode, Opcode::Read | Opcode::ReadInBounds) {
+        if d.opcode == Opcode::Read {
             let c = d.args[1];
             if !uni[c.index()] && p.ty(c).elem_scalar() == ScalarType::I32 {
                 roots[coord_root(p, uni, c).index()] = true;
@@ -111,13 +111,22 @@ fn coord_roots(p: &Program, uni: &[bool]) -> Vec<bool> {
     roots
 }
 
-/// The rank of `p`'s `index` (0 when it has none).
+/// True if `p` has a `read_offset`.
+fn uses_read_offset(p: &Program) -> bool {
+    let mut any = false;
+    p.walk(&mut |op| any |= p.op(op).opcode == Opcode::ReadOffset);
+    any
+}
+
+/// The rank of `p`'s `index`, or of a `read_offset`'s offset (0 when it has neither).
 fn index_rank(p: &Program) -> usize {
     let mut rank = 0;
     p.walk(&mut |op| {
         let d = p.op(op);
-        if d.opcode == Opcode::Index {
-            rank = elem_of(p.ty(d.results[0])).1;
+        match d.opcode {
+            Opcode::Index => rank = elem_of(p.ty(d.results[0])).1,
+            Opcode::ReadOffset => rank = elem_of(p.ty(d.args[1])).1,
+            _ => {}
         }
     });
     rank
@@ -147,6 +156,17 @@ pub(crate) struct Lowerer<'a, 'b> {
     /// A 2-D/3-D launch that uses `index`: the block base's coordinates (carried by the
     /// block loop, so no block divides) and the launch's extents (each at least 1).
     first: Option<(Vec<CV>, Vec<CV>)>,
+    /// The block-loop version being lowered for a 2-D/3-D launch with `read_offset`s:
+    /// `Some(true)` when the block's lanes lie in one row (offset reads are whole vectors, no
+    /// test), `Some(false)` when they do not; `None` outside such a loop (each offset read
+    /// tests).
+    rowwise: Option<bool>,
+    /// Per `read_offset` op with a uniform offset: the offset's distance in bytes in its
+    /// array (row-major), computed once before the block loop.
+    offset_delta: std::collections::HashMap<weft_ir::Op, CV>,
+    /// In the row-wise version of the block loop: per array read by `read_offset`, each
+    /// plane's address of the block's lane-0 element, computed once per block.
+    offset_rows: std::collections::HashMap<usize, Vec<CV>>,
     /// Kernels: the work-group being lowered.
     group: Option<group::GroupState>,
     /// The launch watchdog (docs/abi.md): the abort flag's address, loaded in the entry
@@ -865,6 +885,9 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             launch_word: layout.launch,
             iota: None,
             first: None,
+            rowwise: None,
+            offset_delta: Default::default(),
+            offset_rows: Default::default(),
             group: None,
             abort: None,
         };
@@ -918,6 +941,29 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             }
             frame.hoisted[op.index()] = true;
         }
+        // Offset reads with a uniform offset known here: the offset's bytes, once.
+        let mut offset_arrays = Vec::new();
+        let mut offset_ops = Vec::new();
+        p.walk(&mut |op| {
+            if p.op(op).opcode == Opcode::ReadOffset {
+                offset_ops.push(op);
+            }
+        });
+        for op in offset_ops {
+            let d = p.op(op);
+            let (Some(LV::Array(ai)), Some(LV::U(offs))) = (
+                frame.vals[d.args[0].index()].clone(),
+                frame.vals[d.args[1].index()].clone(),
+            ) else {
+                continue;
+            };
+            let cs = elem_of(p.ty(d.args[1])).0;
+            let delta = l.offset_bytes(ai, cs, &offs);
+            l.offset_delta.insert(op, delta);
+            if !offset_arrays.contains(&ai) {
+                offset_arrays.push(ai);
+            }
+        }
         // A 2-D/3-D `index`: the coordinates of `begin`, divided once, then carried.
         let rank = index_rank(p);
         let (dims, wide) = if rank > 1 {
@@ -946,39 +992,111 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         let more = l.b.ins().icmp(IntCC::SignedLessThan, base, end);
         l.b.ins().brif(more, body, &[], exit, &[]);
         l.b.switch_to_block(body);
-        // The tail mask (lanes base+j < end) matters only to control flow.
-        let mask = if has_control_flow(m, p) {
-            let left = l.b.ins().isub(end, base);
-            let four = l.iconst(T::I64, BLOCK as i64);
-            let left = l.b.ins().smin(left, four);
-            let left = l.b.ins().ireduce(T::I32, left);
-            let left = l.b.ins().splat(T::I32X4, left);
-            iota.iter()
-                .map(|&x| l.b.ins().icmp(IntCC::SignedLessThan, x, left))
-                .collect()
+        let control = has_control_flow(m, p);
+        // A launch with offset reads: the body twice. Whole blocks inside one row of the
+        // launch run a loop along the row (offset reads are plain vector loads at the row's
+        // address, no test per block); the other blocks run the general body.
+        let versions: Vec<Option<bool>> = if uses_read_offset(p) {
+            vec![Some(true), Some(false)]
         } else {
-            iota
+            vec![None]
         };
-        for (i, par) in p.params.iter().enumerate() {
-            if par.kind == ParamKind::Varying {
-                let t = p.ty(par.value);
-                let (s, _) = elem_of(t);
-                let lanes_v = in_planes[i]
-                    .iter()
-                    .map(|&plane| l.load_block(s, plane))
-                    .collect();
-                frame.vals[par.value.index()] = Some(LV::V(lanes_v));
+        let joined = l.b.create_block();
+        let blocks: Vec<ir::Block> = versions.iter().map(|_| l.b.create_block()).collect();
+        // Where the block's row ends (the launch's end for a 1-D launch).
+        let mut row_end = end;
+        if let [row_blk, other_blk] = blocks[..] {
+            if rank > 1 {
+                let left = l.b.ins().isub(dims[rank - 1], carried[rank - 1]);
+                let in_row = l.b.ins().iadd(base, left);
+                row_end = l.b.ins().smin(in_row, end);
             }
+            let last = l.b.ins().iadd_imm_s(base, BLOCK as i64);
+            let ok = l.b.ins().icmp(IntCC::SignedLessThanOrEqual, last, row_end);
+            l.b.ins().brif(ok, row_blk, &[], other_blk, &[]);
+        } else {
+            l.b.ins().jump(blocks[0], &[]);
         }
-        let outs = l.region(&mut frame, p.body, &[], &mask)?;
-        for (k, (o, lv)) in p.outputs.iter().zip(outs).enumerate() {
-            let (s, n) = elem_of(o.ty);
-            let vals = l.varying(s, &lv);
-            for (lane, v) in vals.iter().enumerate().take(n) {
-                let plane = out_planes[k][lane];
-                l.store_block(s, plane, v);
+        for (&version, &blk) in versions.iter().zip(&blocks) {
+            l.b.switch_to_block(blk);
+            l.rowwise = version;
+            l.offset_rows.clear();
+            // Facts computed while lowering one version name its values: none carry over.
+            frame.consec.iter_mut().for_each(|c| *c = None);
+            let (outer_base, outer_first) = (l.base, l.first.clone());
+            let mut row_loop = None;
+            if version == Some(true) {
+                // The row loop: `b` from `base` by whole blocks while they fit in the row.
+                let inner = l.b.create_block();
+                let b = l.b.append_block_param(inner, T::I64);
+                l.b.ins().jump(inner, &[BlockArg::Value(base)]);
+                l.b.switch_to_block(inner);
+                l.base = b;
+                let first = if rank > 1 {
+                    let moved = l.b.ins().isub(b, base);
+                    let mut first = carried.clone();
+                    first[rank - 1] = l.b.ins().iadd(carried[rank - 1], moved);
+                    l.first = Some((first.clone(), dims.clone()));
+                    first
+                } else {
+                    vec![b]
+                };
+                for &ai in &offset_arrays {
+                    let rows = l.block_rows(ai, &first);
+                    l.offset_rows.insert(ai, rows);
+                }
+                row_loop = Some((inner, b));
             }
+            let mask = l.tail_mask(control, end, &iota);
+            for (i, par) in p.params.iter().enumerate() {
+                if par.kind == ParamKind::Varying {
+                    let t = p.ty(par.value);
+                    let (s, _) = elem_of(t);
+                    let lanes_v = in_planes[i]
+                        .iter()
+                        .map(|&plane| l.load_block(s, plane))
+                        .collect();
+                    frame.vals[par.value.index()] = Some(LV::V(lanes_v));
+                }
+            }
+            let outs = l.region(&mut frame, p.body, &[], &mask)?;
+            for (k, (o, lv)) in p.outputs.iter().zip(outs).enumerate() {
+                let (s, n) = elem_of(o.ty);
+                let vals = l.varying(s, &lv);
+                for (lane, v) in vals.iter().enumerate().take(n) {
+                    let plane = out_planes[k][lane];
+                    l.store_block(s, plane, v);
+                }
+            }
+            match row_loop {
+                None => {
+                    l.b.ins().jump(joined, &[]);
+                }
+                Some((inner, b)) => {
+                    let nb = l.b.ins().iadd_imm_s(b, BLOCK as i64);
+                    let last = l.b.ins().iadd_imm_s(nb, BLOCK as i64);
+                    let more = l.b.ins().icmp(IntCC::SignedLessThanOrEqual, last, row_end);
+                    let after = l.b.create_block();
+                    l.b.ins()
+                        .brif(more, inner, &[BlockArg::Value(nb)], after, &[]);
+                    l.b.switch_to_block(after);
+                    // The next block's coordinates: at most one carry (the loop stopped
+                    // at the row's end or before).
+                    let mut args = vec![BlockArg::Value(nb)];
+                    if rank > 1 {
+                        let moved = l.b.ins().isub(nb, base);
+                        let coords = l.advance(&carried, &dims, moved);
+                        args.extend(coords.iter().map(|&c| BlockArg::Value(c)));
+                    }
+                    l.b.ins().jump(header, &args);
+                }
+            }
+            l.base = outer_base;
+            l.first = outer_first;
         }
+        l.rowwise = None;
+        l.offset_rows.clear();
+        l.b.switch_to_block(joined);
         let next = l.b.ins().iadd_imm_s(base, BLOCK as i64);
         match wide {
             None => {
@@ -990,18 +1108,8 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 let (inc, div) = (l.b.create_block(), l.b.create_block());
                 l.b.ins().brif(wide, inc, &[], div, &[]);
                 l.b.switch_to_block(inc);
-                let mut coords = carried.clone();
-                let mut carry = l.iconst(T::I64, BLOCK as i64);
-                for k in (1..rank).rev() {
-                    let t = l.b.ins().iadd(coords[k], carry);
-                    let wrap =
-                        l.b.ins()
-                            .icmp(IntCC::UnsignedGreaterThanOrEqual, t, dims[k]);
-                    let less = l.b.ins().isub(t, dims[k]);
-                    coords[k] = l.b.ins().select(wrap, less, t);
-                    carry = l.b.ins().uextend(T::I64, wrap);
-                }
-                coords[0] = l.b.ins().iadd(coords[0], carry);
+                let step = l.iconst(T::I64, BLOCK as i64);
+                let coords = l.advance(&carried, &dims, step);
                 let mut args = vec![BlockArg::Value(next)];
                 args.extend(coords.iter().map(|&c| BlockArg::Value(c)));
                 l.b.ins().jump(header, &args);
@@ -1017,6 +1125,43 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         l.finish_watchdog();
         l.b.seal_all_blocks();
         Ok(())
+    }
+
+    /// The coordinates `by` elements after `coords` in a launch of extents `dims`, for `by`
+    /// no larger than the last axis's extent less its coordinate plus one row (one carry per
+    /// axis at most).
+    fn advance(&mut self, coords: &[CV], dims: &[CV], by: CV) -> Vec<CV> {
+        let mut coords = coords.to_vec();
+        let rank = coords.len();
+        let mut carry = by;
+        for k in (1..rank).rev() {
+            let t = self.b.ins().iadd(coords[k], carry);
+            let wrap = self
+                .b
+                .ins()
+                .icmp(IntCC::UnsignedGreaterThanOrEqual, t, dims[k]);
+            let less = self.b.ins().isub(t, dims[k]);
+            coords[k] = self.b.ins().select(wrap, less, t);
+            carry = self.b.ins().uextend(T::I64, wrap);
+        }
+        coords[0] = self.b.ins().iadd(coords[0], carry);
+        coords
+    }
+
+    /// The tail mask of the block at `self.base` (lanes `base + j < end`), which matters only
+    /// to control flow (`control`); otherwise the lane numbers `iota`, unused.
+    fn tail_mask(&mut self, control: bool, end: CV, iota: &[CV]) -> Vec<CV> {
+        if !control {
+            return iota.to_vec();
+        }
+        let left = self.b.ins().isub(end, self.base);
+        let four = self.iconst(T::I64, BLOCK as i64);
+        let left = self.b.ins().smin(left, four);
+        let left = self.b.ins().ireduce(T::I32, left);
+        let left = self.b.ins().splat(T::I32X4, left);
+        iota.iter()
+            .map(|&x| self.b.ins().icmp(IntCC::SignedLessThan, x, left))
+            .collect()
     }
 
     /// Sets up the launch watchdog (docs/abi.md) for program `p` when it has a loop: loads
@@ -1297,15 +1442,20 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 let xs = dims.iter().map(|&x| self.narrow_extent(s, x)).collect();
                 Ok(vec![LV::U(xs)])
             }
-            O::Read | O::ReadInBounds => {
+            O::Read => {
                 let LV::Array(ai) = args[0] else {
                     return self.err("read of a non-array");
                 };
                 let (cs, _) = elem_of(aty(1));
                 let root = coord_root(p, &f.uni, d.args[1]);
                 let known = f.consec[root.index()];
-                let inb = d.opcode == O::ReadInBounds;
-                Ok(vec![self.read(ai, cs, &args[1], res_uni, known, inb)?])
+                Ok(vec![self.read(ai, cs, &args[1], res_uni, known, false)?])
+            }
+            O::ReadOffset => {
+                let LV::Array(ai) = args[0] else {
+                    return self.err("read of a non-array");
+                };
+                Ok(vec![self.read_offset(op, ai, aty(1), &args[1])?])
             }
             O::Tuple => {
                 let (s, _) = elem_of(res_ty.expect("typed"));
@@ -1896,6 +2046,93 @@ impl Lowerer<'_, '_> {
             LV::V(cv) => Ok(LV::V(self.gather_lanes(ai, cs, cv, inb))),
             LV::Array(_) => self.err("array used as coordinates"),
         }
+    }
+
+    /// `read_offset`: the block's elements at `index + off` (`off` of type `ot`), in range.
+    /// In the block loop's row-wise version (a whole block inside one row of the launch) with
+    /// the offset known before the loop: whole-vector loads at the block's row address plus
+    /// the offset's bytes. Otherwise `index + off` lane by lane and a gather under the
+    /// array's boundary mode, which changes no lane inside the launch (they are in range)
+    /// and keeps a partial block's lanes past the launch inside the array.
+    fn read_offset(
+        &mut self,
+        op: weft_ir::Op,
+        ai: usize,
+        ot: Type,
+        off: &LV,
+    ) -> Result<LV, LowerError> {
+        let cs = elem_of(ot).0;
+        let s = self.arrays[ai].elem;
+        if let (Some(true), Some(rows), Some(&delta)) = (
+            self.rowwise,
+            self.offset_rows.get(&ai).cloned(),
+            self.offset_delta.get(&op),
+        ) {
+            if contiguous_elem(s) {
+                let parts = BLOCK / per_vector(s);
+                let v: Vec<Vec<CV>> = rows
+                    .iter()
+                    .map(|&row| {
+                        let addr = self.b.ins().iadd(row, delta);
+                        (0..parts)
+                            .map(|p| self.b.ins().load(vty(s), mem(), addr, (p * 16) as i32))
+                            .collect()
+                    })
+                    .collect();
+                return Ok(LV::V(v));
+            }
+        }
+        // `index` has the offset's type.
+        let (ix, _) = self.index(ot);
+        let ix = self.varying(cs, &ix);
+        let o = self.varying(cs, off);
+        let cv: Vec<Vec<CV>> = ix
+            .iter()
+            .zip(&o)
+            .map(|(a, b)| {
+                a.iter()
+                    .zip(b)
+                    .map(|(&x, &y)| self.b.ins().iadd(x, y))
+                    .collect()
+            })
+            .collect();
+        Ok(LV::V(self.gather_lanes(ai, cs, &cv, false)))
+    }
+
+    /// The distance in bytes of offset `offs` (uniform, of `cs`) in array `ai`: row-major
+    /// over its extents (each at least 1), times the element's storage size.
+    fn offset_bytes(&mut self, ai: usize, cs: ScalarType, offs: &[CV]) -> CV {
+        let safe = self.arrays[ai].safe.clone();
+        let bytes = crate::abi::storage_bytes(self.arrays[ai].elem) as i64;
+        let mut lin = self.iconst(T::I64, 0);
+        for (k, &o) in offs.iter().enumerate() {
+            let o = if cs == ScalarType::I64 {
+                o
+            } else {
+                self.b.ins().sextend(T::I64, o)
+            };
+            lin = if k == 0 {
+                o
+            } else {
+                let t = self.b.ins().imul(lin, safe[k].0);
+                self.b.ins().iadd(t, o)
+            };
+        }
+        self.b.ins().imul_imm_s(lin, bytes)
+    }
+
+    /// Each plane's address of the element of array `ai` at coordinates `first` (i64, the
+    /// block's lane 0), row-major over the array's extents.
+    fn block_rows(&mut self, ai: usize, first: &[CV]) -> Vec<CV> {
+        let (safe, planes) = (self.arrays[ai].safe.clone(), self.arrays[ai].planes.clone());
+        let bytes = crate::abi::storage_bytes(self.arrays[ai].elem) as i64;
+        let mut at = first[0];
+        for k in 1..first.len() {
+            let t = self.b.ins().imul(at, safe[k].0);
+            at = self.b.ins().iadd(t, first[k]);
+        }
+        let off = self.b.ins().imul_imm_s(at, bytes);
+        planes.iter().map(|&p| self.b.ins().iadd(p, off)).collect()
     }
 
     /// For a 1-D read whose lanes are consecutive: whether lanes 0 .. BLOCK − 1 from lane 0 of

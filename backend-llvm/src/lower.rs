@@ -186,6 +186,10 @@ pub(crate) struct Lower<'m> {
     /// One element or work-item per lane of code (PTX, and host kernels run the MCUDA way)
     /// rather than SIMD blocks of [`HOST_WIDTH`]: every value is then a scalar.
     scalar: bool,
+    /// A host map kernel of a 2-D/3-D launch with `read_offset`: the block base's
+    /// coordinates carried by the block loop (`%cy0 …`, phis of `head`) and the launch's
+    /// extents (each at least 1), so offset reads divide nothing.
+    carried: Option<(Vec<String>, Vec<String>)>,
     /// A host kernel's work-group state (docs/kernel-mode.md, MCUDA).
     group: Option<group::Group>,
     /// Host code of a program with loops: the launch's abort flag (a `ptr`), which every
@@ -1317,6 +1321,159 @@ impl<'m> Lower<'m> {
         Ok(LV::V(out))
     }
 
+    /// `read_offset`: the elements at `index + off` (`off` of type `ot`), in range. On the
+    /// host with a uniform offset, a whole block whose lanes lie in one row of the launch
+    /// loads one vector at lane 0's position (from the block base's coordinates); other
+    /// blocks, GPU threads and varying offsets add the offset to `index` and read.
+    fn read_offset(&mut self, ai: usize, ot: Type, off: &LV) -> Result<LV, LowerError> {
+        let (cs, rank) = elem_of(ot);
+        let u = self.scalar;
+        let (s, planes, adims, space) = {
+            let a = &self.arrays[ai];
+            (a.elem, a.planes.clone(), a.dims.clone(), a.space)
+        };
+        let LV::U(offs) = off else {
+            let ix = self.index(ot);
+            let t = self.ty(cs, u);
+            let coords: Vec<String> = (0..rank)
+                .map(|k| {
+                    let (a, b) = (lane_of(&ix, k).v, self.lane_as(cs, &lane_of(off, k), u));
+                    self.def(format!("add {t} {a}, {b}"))
+                })
+                .collect();
+            let coords = if u { LV::U(coords) } else { LV::V(coords) };
+            return self.read(ai, cs, &coords, u);
+        };
+        let offs: Vec<String> = offs
+            .iter()
+            .map(|x| {
+                if cs.bits() == 64 {
+                    x.clone()
+                } else {
+                    self.def(format!("sext {} {x} to i64", lty(cs)))
+                }
+            })
+            .collect();
+        if u {
+            // One element per thread: its coordinates plus the offset, in i64.
+            let ix = self.index(ot);
+            let coords: Vec<String> = (0..rank)
+                .map(|k| {
+                    let c = lane_of(&ix, k).v;
+                    let c = if cs.bits() == 64 {
+                        c
+                    } else {
+                        self.def(format!("sext {} {c} to i64", lty(cs)))
+                    };
+                    self.def(format!("add nsw i64 {c}, {}", offs[k]))
+                })
+                .collect();
+            return self.read_general(ai, ScalarType::I64, &LV::U(coords), true);
+        }
+        let w = self.w();
+        // Lane 0's coordinates: carried by the block loop, or the block base divided by the
+        // launch's extents.
+        let (first, dims) = match self.carried.clone() {
+            Some(c) if c.0.len() == rank => c,
+            _ => {
+                let lw = self.launch_word;
+                let dims: Vec<String> = (0..rank)
+                    .map(|k| {
+                        let d = self.word(lw + 1 + k);
+                        self.intrinsic(
+                            "",
+                            "llvm.umax.i64",
+                            "i64",
+                            &[("i64".into(), d), ("i64".into(), "1".into())],
+                        )
+                    })
+                    .collect();
+                let mut first = vec![String::new(); rank];
+                let mut rest = self.base.clone();
+                for k in (1..rank).rev() {
+                    first[k] = self.def(format!("urem i64 {rest}, {}", dims[k]));
+                    rest = self.def(format!("udiv i64 {rest}, {}", dims[k]));
+                }
+                first[0] = rest;
+                (first, dims)
+            }
+        };
+        // Lane 0's element, row-major over the array's extents (each at least 1).
+        let mut lin = String::new();
+        for k in 0..rank {
+            let c = self.def(format!("add nsw i64 {}, {}", first[k], offs[k]));
+            lin = if k == 0 {
+                c
+            } else {
+                let n1 = self.intrinsic(
+                    "",
+                    "llvm.umax.i64",
+                    "i64",
+                    &[("i64".into(), adims[k].clone()), ("i64".into(), "1".into())],
+                );
+                let t = self.def(format!("mul nsw i64 {lin}, {n1}"));
+                self.def(format!("add nsw i64 {t}, {c}"))
+            };
+        }
+        let st = storage_ty(s);
+        let bytes = storage_bytes(s);
+        let vt = format!("<{w} x {st}>");
+        let load = |me: &mut Self| -> Vec<String> {
+            planes
+                .iter()
+                .map(|plane| {
+                    let a = me.def(format!(
+                        "getelementptr inbounds {st}, {space} {plane}, i64 {lin}"
+                    ));
+                    let raw = me.def(format!("load {vt}, {space} {a}, align {bytes}"));
+                    me.load_conv(s, &raw, false)
+                })
+                .collect()
+        };
+        // A whole block (not the launch's partial last one), inside one row.
+        let base = self.base.clone();
+        let last = self.def(format!("add i64 {base}, {w}"));
+        let mut ok = self.def(format!("icmp sle i64 {last}, %end"));
+        if rank > 1 {
+            let end = self.def(format!("add i64 {}, {w}", first[rank - 1]));
+            let inrow = self.def(format!("icmp ule i64 {end}, {}", dims[rank - 1]));
+            ok = self.def(format!("and i1 {ok}, {inrow}"));
+        }
+        let (fast, slow, join) = self.fork(&ok, "ro");
+        let quick = load(self);
+        self.br(&join);
+        self.block(&slow);
+        // Lane by lane: each lane's coordinates by division, plus the offset, read under the
+        // boundary mode (no change inside the launch; a partial block's lanes past it stay
+        // inside the array). No blocks are added, so the phis' predecessors are `fast` and
+        // `slow`.
+        let t64 = format!("<{w} x i64>");
+        let b = self.base.clone();
+        let sb = self.splat(ScalarType::I64, &b);
+        let iota: Vec<String> = (0..w).map(|j| format!("i64 {j}")).collect();
+        let mut rest = self.def(format!("add {t64} {sb}, <{}>", iota.join(", ")));
+        let mut coords = vec![String::new(); rank];
+        for k in (0..rank).rev() {
+            let dv = self.splat(ScalarType::I64, &dims[k]);
+            let c = self.def(format!("urem {t64} {rest}, {dv}"));
+            rest = self.def(format!("udiv {t64} {rest}, {dv}"));
+            let ov = self.splat(ScalarType::I64, &offs[k]);
+            coords[k] = self.def(format!("add nsw {t64} {c}, {ov}"));
+        }
+        let LV::V(general) = self.read_general(ai, ScalarType::I64, &LV::V(coords), false)? else {
+            return self.err("internal: a varying read gave a uniform value");
+        };
+        self.br(&join);
+        self.block(&join);
+        let t = self.ty(s, false);
+        let out = quick
+            .iter()
+            .zip(&general)
+            .map(|(q, g)| self.def(format!("phi {t} [ {q}, %{fast} ], [ {g}, %{slow} ]")))
+            .collect();
+        Ok(LV::V(out))
+    }
+
     /// [`Self::read`] in general: clamped (or wrapped, or checked) coordinates and, when
     /// varying, a gather; `inb`: the coordinates are in range, used as they are.
     fn read_general(
@@ -1570,13 +1727,18 @@ impl<'m> Lower<'m> {
                 }
                 Ok(vec![LV::U(xs)])
             }
-            O::Read | O::ReadInBounds => {
+            O::Read => {
                 let LV::Array(ai) = args[0] else {
                     return self.err("read of a non-array");
                 };
                 let (cs, _) = elem_of(aty(1));
-                let inb = d.opcode == O::ReadInBounds;
-                Ok(vec![self.read(ai, cs, &args[1], inb)?])
+                Ok(vec![self.read(ai, cs, &args[1], false)?])
+            }
+            O::ReadOffset => {
+                let LV::Array(ai) = args[0] else {
+                    return self.err("read of a non-array");
+                };
+                Ok(vec![self.read_offset(ai, aty(1), &args[1])?])
             }
             O::Tuple => {
                 let (s, _) = elem_of(res_ty.expect("typed"));
@@ -2106,6 +2268,7 @@ pub(crate) fn lower(
         launch_word: layout.launch,
         base: "%base".into(),
         scalar,
+        carried: None,
         group: None,
         abort: None,
     };
@@ -2181,6 +2344,78 @@ pub(crate) fn lower(
         })
         .collect();
     let w = l.w();
+    // A 2-D/3-D launch with offset reads: the block base's coordinates, divided once from
+    // `%begin` and carried by the loop (`latch` adds `w` with one carry per axis when the
+    // last axis holds a block, and divides otherwise).
+    let rank = offset_rank(p);
+    let mut latch = format!("latch:\n  %next = add i64 %base, {w}\n  br label %head\n");
+    let mut head_phis = String::new();
+    let mut from_latch = "latch";
+    if flavor == Flavor::Host && rank > 1 {
+        let lw = l.launch_word;
+        let dims: Vec<String> = (0..rank)
+            .map(|k| {
+                let d = l.word(lw + 1 + k);
+                let _ = writeln!(
+                    l.prelude,
+                    "  %cd{k} = call i64 @llvm.umax.i64(i64 {d}, i64 1)"
+                );
+                format!("%cd{k}")
+            })
+            .collect();
+        l.decls
+            .insert("declare i64 @llvm.umax.i64(i64, i64)".into());
+        let divide = |text: &mut String, from: &str, tag: &str| -> Vec<String> {
+            let mut out = vec![String::new(); rank];
+            let mut rest = from.to_string();
+            for k in (1..rank).rev() {
+                let _ = writeln!(text, "  %{tag}r{k} = urem i64 {rest}, %cd{k}");
+                let _ = writeln!(text, "  %{tag}q{k} = udiv i64 {rest}, %cd{k}");
+                out[k] = format!("%{tag}r{k}");
+                rest = format!("%{tag}q{k}");
+            }
+            out[0] = rest;
+            out
+        };
+        let start = divide(&mut l.prelude, "%begin", "cb");
+        let cy: Vec<String> = (0..rank).map(|k| format!("%cy{k}")).collect();
+        let mut text = String::new();
+        let _ = writeln!(text, "latch:\n  %next = add i64 %base, {w}");
+        let _ = writeln!(text, "  %wide = icmp uge i64 %cd{}, {w}", rank - 1);
+        text.push_str("  br i1 %wide, label %latch.c, label %latch.d\nlatch.c:\n");
+        let mut carry = format!("{w}");
+        let mut inc = vec![String::new(); rank];
+        for k in (1..rank).rev() {
+            let _ = writeln!(text, "  %ct{k} = add i64 %cy{k}, {carry}");
+            let _ = writeln!(text, "  %cw{k} = icmp uge i64 %ct{k}, %cd{k}");
+            let _ = writeln!(text, "  %cl{k} = sub i64 %ct{k}, %cd{k}");
+            let _ = writeln!(text, "  %cs{k} = select i1 %cw{k}, i64 %cl{k}, i64 %ct{k}");
+            let _ = writeln!(text, "  %cc{k} = zext i1 %cw{k} to i64");
+            inc[k] = format!("%cs{k}");
+            carry = format!("%cc{k}");
+        }
+        let _ = writeln!(text, "  %cs0 = add i64 %cy0, {carry}");
+        inc[0] = "%cs0".into();
+        text.push_str("  br label %latch.j\nlatch.d:\n");
+        let div = divide(&mut text, "%next", "cn");
+        text.push_str("  br label %latch.j\nlatch.j:\n");
+        for k in 0..rank {
+            let _ = writeln!(
+                text,
+                "  %cj{k} = phi i64 [ {}, %latch.c ], [ {}, %latch.d ]",
+                inc[k], div[k]
+            );
+            let _ = writeln!(
+                head_phis,
+                "  %cy{k} = phi i64 [ {}, %entry ], [ %cj{k}, %latch.j ]",
+                start[k]
+            );
+        }
+        text.push_str("  br label %head\n");
+        latch = text;
+        from_latch = "latch.j";
+        l.carried = Some((cy, dims));
+    }
     // The element loop.
     l.block("body");
     let mask = match flavor {
@@ -2214,13 +2449,9 @@ pub(crate) fn lower(
         Flavor::Host => {
             let _ = writeln!(text, "define void @{sym}(ptr noalias nocapture readonly %ctx, i64 %begin, i64 %end) #0 {{\nentry:");
             text.push_str(&l.prelude);
-            text.push_str("  br label %head\nhead:\n  %base = phi i64 [ %begin, %entry ], [ %next, %latch ]\n  %more = icmp slt i64 %base, %end\n  br i1 %more, label %body, label %exit\n");
+            let _ = write!(text, "  br label %head\nhead:\n  %base = phi i64 [ %begin, %entry ], [ %next, %{from_latch} ]\n{head_phis}  %more = icmp slt i64 %base, %end\n  br i1 %more, label %body, label %exit\n");
             text.push_str(&l.body);
-            let _ = writeln!(
-                text,
-                "latch:\n  %next = add i64 %base, {w}\n  br label %head\nexit:\n  ret void\n{}}}",
-                abort_block(&l)
-            );
+            let _ = writeln!(text, "{latch}exit:\n  ret void\n{}}}", abort_block(&l));
             let _ = writeln!(text, "attributes #0 = {{ nounwind{fattrs} }}");
         }
         Flavor::Ptx => {
@@ -2273,6 +2504,18 @@ fn abort_block(l: &Lower) -> &'static str {
     } else {
         ""
     }
+}
+
+/// The rank of the launch of a program with a `read_offset` (its offset's lanes), or 0.
+fn offset_rank(p: &Program) -> usize {
+    let mut rank = 0;
+    p.walk(&mut |op| {
+        let d = p.op(op);
+        if d.opcode == Opcode::ReadOffset {
+            rank = elem_of(p.ty(d.args[1])).1;
+        }
+    });
+    rank
 }
 
 /// The host function attributes for fast-math (empty otherwise).

@@ -108,13 +108,13 @@ pub fn features(c: &Case) -> BTreeSet<String> {
 }
 
 /// Every key [`features`] can give. Kernel-only ops are not among them: map programs cannot
-/// hold them; the kernel fuzzer ([`crate::kernel`]) exercises them. Nor is `read_inbounds`:
+/// hold them; the kernel fuzzer ([`crate::kernel`]) exercises them. Nor is `read_offset`:
 /// the CPU devices make it from stencil reads (`passes::partition`), which the generator
 /// writes as `read` at `index` plus offsets.
 pub fn all_features() -> BTreeSet<String> {
     let mut f: BTreeSet<String> = OP_TABLE
         .iter()
-        .filter(|i| !i.opcode.is_kernel_only() && i.opcode != weft_ir::Opcode::ReadInBounds)
+        .filter(|i| !i.opcode.is_kernel_only() && i.opcode != weft_ir::Opcode::ReadOffset)
         .map(|i| format!("op:{}", i.mnemonic))
         .collect();
     f.extend(

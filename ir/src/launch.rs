@@ -269,18 +269,20 @@ fn check_array_desc(ty: Type, elem: Type, shape: &[usize]) -> Result<(), String>
     Ok(())
 }
 
-/// Checks that every `index`/`shape` op of `p` (and of the programs it calls) has as many
-/// lanes as the launch has axes.
+/// Checks that every `index`/`shape` op of `p` (and of the programs it calls) and every
+/// `read_offset`'s offset has as many lanes as the launch has axes.
 pub fn check_launch_rank(m: &Module, p: &Program, rank: usize) -> Result<(), RunError> {
     let mut bad = None;
     for q in m.reachable(p) {
         q.walk(&mut |op| {
             let d = q.op(op);
-            if bad.is_none() && matches!(d.opcode, Opcode::Index | Opcode::Shape) {
-                let l = d
-                    .results
-                    .first()
-                    .map_or(1, |&v| q.ty(v).lanes().map_or(1, |x| x.1 as usize));
+            if bad.is_none() && (d.opcode.reads_index() || d.opcode == Opcode::Shape) {
+                // `read_offset`'s offset has a lane per axis, as `index` has.
+                let v = match d.opcode {
+                    Opcode::ReadOffset => d.args.get(1).copied(),
+                    _ => d.results.first().copied(),
+                };
+                let l = v.map_or(1, |v| q.ty(v).lanes().map_or(1, |x| x.1 as usize));
                 if l != rank {
                     bad = Some(format!(
                         "`{}` has {l} lane(s) but the launch has {rank} axes",

@@ -203,7 +203,7 @@ opcodes! {
     Normalize = "normalize", Geometry, Syntax::Fixed(1), Float, "a / length(a), lane by lane.";
     Cross = "cross", Geometry, Syntax::Fixed(2), Cross, "Cross product of two <3 x float>.";
     Read = "read", Array, Syntax::Fixed(2), Read, "Gather: read %array, %coords under the array's boundary mode.";
-    ReadInBounds = "read_inbounds", Array, Syntax::Fixed(2), Read, "read whose coordinates are in range (a partitioned launch's interior, passes::partition): no boundary handling; out of range is an error in the interpreter.";
+    ReadOffset = "read_offset", Array, Syntax::Fixed(2), Read, "read_offset %array, %off: the element at `index + %off` (%off uniform, one lane per axis), known in range: a partitioned launch's interior (passes::partition); no boundary handling; out of range is an error in the interpreter.";
     Extent = "extent", Array, Syntax::Fixed(1), Extent, "An array's size on each axis.";
     Index = "index", Builtin, Syntax::Fixed(0), Launch, "This element's coordinates in the launch.";
     Shape = "shape", Builtin, Syntax::Fixed(0), Launch, "The launch shape.";
@@ -243,6 +243,12 @@ impl Opcode {
     /// Looks up an opcode by mnemonic.
     pub fn from_mnemonic(s: &str) -> Option<Opcode> {
         OP_TABLE.iter().find(|i| i.mnemonic == s).map(|i| i.opcode)
+    }
+
+    /// True for ops whose value depends on the element's launch coordinates: `index` and
+    /// `read_offset` (which reads at `index` plus an offset).
+    pub fn reads_index(self) -> bool {
+        matches!(self, Opcode::Index | Opcode::ReadOffset)
     }
 
     /// True for `yield` and `return`.

@@ -34,9 +34,9 @@ pub fn uniform_values_with(m: &Module, p: &Program, params: &[bool]) -> Vec<bool
     u
 }
 
-/// True if `p` or a program it calls reads `index`.
+/// True if `p` or a program it calls reads `index` (or `read_offset`, which reads at it).
 pub fn uses_index(m: &Module, p: &Program) -> bool {
-    m.reaches_op(p, |o| o == Opcode::Index)
+    m.reaches_op(p, |o| o.reads_index())
 }
 
 /// True if `a` is a read-only array parameter (not a kernel's buffer or shared array).
@@ -66,6 +66,7 @@ fn region(m: &Module, p: &Program, r: Region, u: &mut Vec<bool>) {
             Opcode::Yield | Opcode::Return => continue,
             Opcode::Const | Opcode::Shape | Opcode::Extent => vec![true; d.results.len()],
             Opcode::Index
+            | Opcode::ReadOffset
             | Opcode::LocalId
             | Opcode::Clock
             | Opcode::AtomicAdd
@@ -74,7 +75,7 @@ fn region(m: &Module, p: &Program, r: Region, u: &mut Vec<bool>) {
             | Opcode::AtomicXchg
             | Opcode::AtomicCas => vec![false; d.results.len()],
             // A kernel's buffers and shared arrays change as work-items store into them.
-            Opcode::Read | Opcode::ReadInBounds => {
+            Opcode::Read => {
                 let ro = d.args.first().is_some_and(|&a| read_only(p, a));
                 vec![ro && all(u, &d.args); d.results.len()]
             }

@@ -188,7 +188,7 @@ fn kernel_region(
             continue;
         }
         match d.opcode {
-            Opcode::Index | Opcode::Shape if kernel => errs.push(at(
+            Opcode::Index | Opcode::Shape | Opcode::ReadOffset if kernel => errs.push(at(
                 p,
                 loc,
                 format!("`{mn}` is not allowed in kernels: use local_id, group_id, local_size and num_groups"),
@@ -325,9 +325,10 @@ fn yield_uniform(p: &Program, r: Region, uni: &[bool]) -> bool {
         .is_some_and(|a| uni[a.index()])
 }
 
-/// True if `p` or a program it calls uses `index` or `shape` (which kernels may not call).
+/// True if `p` or a program it calls uses `index`, `read_offset` or `shape` (which kernels
+/// may not call).
 pub fn uses_launch(m: &Module, p: &Program) -> bool {
-    m.reaches_op(p, |o| matches!(o, Opcode::Index | Opcode::Shape))
+    m.reaches_op(p, |o| o.reads_index() || o == Opcode::Shape)
 }
 
 impl V<'_> {

@@ -741,6 +741,9 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             launch_word: layout.launch,
             iota: None,
             first: None,
+            rowwise: None,
+            offset_delta: Default::default(),
+            offset_rows: Default::default(),
             group: None,
             abort: None,
         };

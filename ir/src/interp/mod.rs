@@ -457,31 +457,46 @@ impl<'m> Interpreter<'m> {
                 let a = f.arrays[d.args[0].index()]?;
                 single(read(a, elem, boundary, cs, &c))
             }
-            Opcode::ReadInBounds => {
-                let (_, elem, boundary) = aty(0).array_parts()?;
+            Opcode::ReadOffset => {
+                let (_, elem, _) = aty(0).array_parts()?;
                 let cs = aty(1).elem_scalar();
-                let c = arg(1);
+                let off = arg(1);
                 let a = match f.mems[d.args[0].index()] {
                     Some(_) => None,
                     None => f.arrays[d.args[0].index()],
                 };
                 let Some(a) = a else {
-                    ctx.launch_error = Some("`read_inbounds` of a kernel's buffer".into());
+                    ctx.launch_error = Some("`read_offset` of a kernel's buffer".into());
                     return None;
                 };
-                let inside = a.shape.iter().enumerate().all(|(ax, &n)| {
-                    let x = lane_i64(cs, c[ax]);
-                    x >= 0 && x < n as i64
-                });
-                if !inside {
-                    let at: Vec<i64> = (0..a.shape.len()).map(|ax| lane_i64(cs, c[ax])).collect();
+                if ctx.index.len() != a.shape.len() {
                     ctx.launch_error = Some(format!(
-                        "`read_inbounds` at {at:?} is outside its array's shape {:?} (a wrong interior partition)",
+                        "`read_offset` of a {}-D array in a launch of {} axes",
+                        a.shape.len(),
+                        ctx.index.len()
+                    ));
+                    return None;
+                }
+                // index + off per axis, in i64 (no wrap-around: extents are below 2^63).
+                let at: Vec<i64> = (0..a.shape.len())
+                    .map(|ax| ctx.index[ax].saturating_add(lane_i64(cs, off[ax])))
+                    .collect();
+                let inside = at
+                    .iter()
+                    .zip(&a.shape)
+                    .all(|(&x, &n)| x >= 0 && x < n as i64);
+                if !inside {
+                    ctx.launch_error = Some(format!(
+                        "`read_offset` at {at:?} is outside its array's shape {:?} (a wrong interior partition)",
                         a.shape
                     ));
                     return None;
                 }
-                single(read(a, elem, boundary, cs, &c))
+                let mut c = [0u64; 4];
+                for (k, &x) in c.iter_mut().zip(&at) {
+                    *k = x as u64;
+                }
+                single(read(a, elem, Boundary::Clamp, ScalarType::I64, &c))
             }
             o if o.is_kernel_only() => {
                 let item = ctx.item?;

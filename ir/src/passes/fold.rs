@@ -448,7 +448,7 @@ impl Folder<'_, '_> {
     fn evaluate(&self, p: &Program, d: &OpData) -> Option<Const> {
         let rty = p.ty(*d.results.first()?);
         match d.opcode {
-            Opcode::Index | Opcode::Shape => return None,
+            Opcode::Index | Opcode::Shape | Opcode::ReadOffset => return None,
             Opcode::Extent => {
                 let arr = self.known.arrays.get(&d.args[0])?;
                 let s = rty.elem_scalar();

@@ -67,7 +67,7 @@ fn forbidden(op: Opcode) -> bool {
         Opcode::Index
             | Opcode::Shape
             | Opcode::Read
-            | Opcode::ReadInBounds
+            | Opcode::ReadOffset
             | Opcode::Extent
             | Opcode::Call
     )

@@ -1,19 +1,29 @@
 //! Interior/border partitioning of stencil reads (DESIGN §5a; Halide's loop partitioning,
 //! `src/PartitionLoops.cpp`): finds the `read`s of a map program whose coordinates are the
 //! launch `index` plus constant offsets, and makes the program's *interior variant*, where
-//! those reads are `read_inbounds`. A launch runs the variant over the sub-box of the launch
-//! where every such read is inside its array ([`Footprint::interior`]) and the program
-//! itself over the rest ([`split`]): no boundary handling in the interior, and the same bits
-//! as the whole launch run by the program, whatever the boundary modes.
+//! those reads are `read_offset`s (no coordinates: the offset alone, so a backend addresses
+//! the element from the block's position) and comparisons of `index` with constants or with
+//! `shape` minus a constant that the interior decides are folded (Halide's simplification of
+//! a partitioned loop's steady state: a stencil's edge test disappears). A launch runs the
+//! variant over the sub-box of the launch where every such read is inside its array
+//! ([`Footprint::interior`]) and the program itself over the rest ([`split`]): no boundary
+//! handling in the interior, and the same bits as the whole launch run by the program,
+//! whatever the boundary modes.
 
-use crate::konst::lane_i64;
+use crate::konst::{canon, lane_i64, Const};
+use crate::passes::{dce::dce_program, fold::fold_program, fold::Known};
 use crate::program::{Imm, ParamKind, Program, ProgramKind, Value, ValueDef};
+use crate::types::{ScalarType, Type};
 use crate::Opcode;
 use std::ops::Range;
 
-/// Largest offset magnitude the analysis accepts: `index + c` then cannot overflow i32 for
-/// any position that is inside an array (extents are below 2^31).
+/// Largest offset magnitude the analysis accepts: with launch extents up to [`MAX_EXTENT`],
+/// `index + c` and `shape + c` cannot overflow i32.
 const MAX_OFFSET: i64 = 1 << 20;
+
+/// Largest launch extent with an interior: the folded comparisons assume `index + c` does
+/// not wrap around in i32.
+const MAX_EXTENT: usize = 1 << 30;
 
 /// The stencil reads of a program: per read, its array parameter (position in the
 /// program's parameters) and its constant offset on each axis.
@@ -25,20 +35,24 @@ pub struct Footprint {
 
 impl Footprint {
     /// The interior of a launch of `shape`: per axis the range of positions `i` where every
-    /// read's `i + c` is inside its array, `extents(param)` giving that array's extents.
-    /// Empty ranges (`start == end`) when some axis has no interior.
+    /// read's `i + c` is inside its array, `extents(param)` giving that array's extents, and
+    /// inside `0 .. shape` too (the folded comparisons of `index` assume it). Empty ranges
+    /// (`start == end`) when some axis has no interior or exceeds 2^30.
     pub fn interior(
         &self,
         shape: &[usize],
         extents: impl Fn(usize) -> Vec<usize>,
     ) -> Vec<Range<usize>> {
         let mut bx: Vec<(i64, i64)> = shape.iter().map(|&n| (0, n as i64)).collect();
+        if shape.iter().any(|&n| n > MAX_EXTENT) {
+            bx.iter_mut().for_each(|b| b.1 = 0);
+        }
         for (param, offs) in &self.reads {
             let ext = extents(*param);
             for (k, b) in bx.iter_mut().enumerate() {
                 let (c, n) = (offs[k], ext.get(k).copied().unwrap_or(0) as i64);
                 b.0 = b.0.max(-c);
-                b.1 = b.1.min(n - c);
+                b.1 = b.1.min(n - c).min(shape[k] as i64 - c);
             }
         }
         bx.iter()
@@ -52,9 +66,10 @@ impl Footprint {
 
 /// The interior variant of map program `p` and its footprint: `p` with every read of an
 /// array parameter at `index + c` (one constant `c` per axis, `|c| ≤ 2^20`, the array's rank
-/// that of the launch) turned into `read_inbounds`. `None` when `p` has no such read or is a
-/// kernel. Reads nested in loops and branches count; reads in callees do not (lower after
-/// inlining to include them).
+/// that of the launch) turned into `read_offset %a, c`, the comparisons of `index` that the
+/// interior decides folded ([`fold_launch_compares`]), then constants folded and dead code
+/// removed. `None` when `p` has no such read or is a kernel. Reads nested in loops and
+/// branches count; reads in callees do not (lower after inlining to include them).
 pub fn interior_variant(p: &Program) -> Option<(Program, Footprint)> {
     if p.kind != ProgramKind::Map {
         return None;
@@ -88,7 +103,7 @@ pub fn interior_variant(p: &Program) -> Option<(Program, Footprint)> {
             return;
         }
         let offs: Option<Vec<i64>> = (0..dims as usize)
-            .map(|k| match lane_offset(p, d.args[1], k, 0) {
+            .map(|k| match affine_lane(p, d.args[1], k, 0, Opcode::Index) {
                 Some((axis, c)) if axis == k && c.abs() <= MAX_OFFSET => Some(c),
                 _ => None,
             })
@@ -103,17 +118,159 @@ pub fn interior_variant(p: &Program) -> Option<(Program, Footprint)> {
     let mut q = p.clone();
     let mut reads = Vec::new();
     for (op, i, offs) in found {
-        q.op_mut(op).opcode = Opcode::ReadInBounds;
+        // The offset as a constant of the coordinates' type, placed first in the body.
+        let cty = p.ty(p.op(op).args[1]);
+        let s = cty.elem_scalar();
+        let lanes: Vec<u64> = offs.iter().map(|&c| canon(s, c as u64)).collect();
+        let k = q.new_op(
+            Opcode::Const,
+            vec![],
+            Imm::Const(Const::from_lanes(cty, &lanes)),
+            &[cty],
+            vec![],
+        );
+        let kv = q.op(k).results[0];
+        let body = q.body;
+        q.region_mut(body).ops.insert(0, k);
+        let d = q.op_mut(op);
+        d.opcode = Opcode::ReadOffset;
+        d.args[1] = kv;
         if !reads.contains(&(i, offs.clone())) {
             reads.push((i, offs));
         }
     }
+    fold_launch_compares(&mut q, rank as usize, &reads);
+    fold_program(&mut q, &Known::default());
+    dce_program(&mut q);
     Some((q, Footprint { reads }))
 }
 
-/// Lane `lane` of `v` as `index[axis] + c`: `(axis, c)`. Follows `index`, `extract`,
-/// `tuple`, and `add`/`sub` of a constant; `depth` bounds the walk.
-fn lane_offset(p: &Program, v: Value, lane: usize, depth: u32) -> Option<(usize, i64)> {
+/// Folds the comparisons of `index` that the interior decides: per axis `k` the interior
+/// holds positions `lo ≤ i < shape[k] − m` where `lo` is the largest negative read offset's
+/// magnitude and `m` the largest positive offset ([`Footprint::interior`] keeps the launch
+/// there). A comparison of `index[k] + a` with a constant `b` is decided when `lo + a − b`
+/// is, one with `shape[k] + b` when `a − b − m − 1` is; signed integer lanes only (extents
+/// up to 2^30 and offsets up to 2^20 do not wrap around). Each comparison whose lanes are
+/// all decided becomes a constant.
+fn fold_launch_compares(q: &mut Program, rank: usize, reads: &[(usize, Vec<i64>)]) {
+    let lo: Vec<i64> = (0..rank)
+        .map(|k| reads.iter().map(|r| -r.1[k]).max().unwrap_or(0).max(0))
+        .collect();
+    let m: Vec<i64> = (0..rank)
+        .map(|k| reads.iter().map(|r| r.1[k]).max().unwrap_or(0).max(0))
+        .collect();
+    let mut folds = Vec::new();
+    q.walk(&mut |op| {
+        let d = q.op(op);
+        if !matches!(
+            d.opcode,
+            Opcode::Eq | Opcode::Ne | Opcode::Lt | Opcode::Le | Opcode::Gt | Opcode::Ge
+        ) {
+            return;
+        }
+        let at = q.ty(d.args[0]);
+        if !matches!(at.elem_scalar(), ScalarType::I32 | ScalarType::I64) {
+            return;
+        }
+        let n = at.lanes().map_or(1, |l| l.1 as usize);
+        let lanes: Option<Vec<u64>> = (0..n)
+            .map(|l| decide(q, d.opcode, d.args[0], d.args[1], l, &lo, &m).map(u64::from))
+            .collect();
+        if let Some(lanes) = lanes {
+            folds.push((op, lanes));
+        }
+    });
+    for (op, lanes) in folds {
+        let t: Type = q.ty(q.op(op).results[0]);
+        let d = q.op_mut(op);
+        d.opcode = Opcode::Const;
+        d.args.clear();
+        d.imm = Imm::Const(Const::from_lanes(t, &lanes));
+    }
+}
+
+/// Lane `lane` of comparison `op a, b` in the interior (see [`fold_launch_compares`]), when
+/// decided.
+fn decide(
+    q: &Program,
+    op: Opcode,
+    a: Value,
+    b: Value,
+    lane: usize,
+    lo: &[i64],
+    m: &[i64],
+) -> Option<bool> {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let small = |c: i64| c.abs() <= MAX_OFFSET;
+    // `index[k] + x` on the left: swap when it is on the right.
+    let (op, a, b) = match affine_lane(q, a, lane, 0, Opcode::Index) {
+        Some(_) => (op, a, b),
+        None => {
+            let flipped = match op {
+                Opcode::Lt => Opcode::Gt,
+                Opcode::Le => Opcode::Ge,
+                Opcode::Gt => Opcode::Lt,
+                Opcode::Ge => Opcode::Le,
+                o => o,
+            };
+            (flipped, b, a)
+        }
+    };
+    let (k, x) = affine_lane(q, a, lane, 0, Opcode::Index)?;
+    if !small(x) || k >= lo.len() {
+        return None;
+    }
+    // What is known of a − b: its lower bound (`b` constant) or its upper bound (`b` is
+    // `shape[k] + y`).
+    let (bound, lower) = if let Some(y) = const_lane(q, b, lane) {
+        if !small(y) {
+            return None;
+        }
+        (lo[k] + x - y, true)
+    } else {
+        let (kb, y) = affine_lane(q, b, lane, 0, Opcode::Shape)?;
+        if kb != k || !small(y) {
+            return None;
+        }
+        (x - y - m[k] - 1, false)
+    };
+    // The sign of a − b where the bound fixes it.
+    let sign = match (lower, bound.cmp(&0)) {
+        (true, Greater) | (false, Less) => Some(if lower { Greater } else { Less }),
+        _ => None,
+    };
+    // a − b ≥ 0 (lower bound 0) or ≤ 0 (upper bound 0) decide the non-strict comparisons.
+    let weak = match (lower, bound.cmp(&0)) {
+        (true, Equal) => Some(Greater),
+        (false, Equal) => Some(Less),
+        _ => None,
+    };
+    match (op, sign, weak) {
+        (Opcode::Eq, Some(_), _) => Some(false),
+        (Opcode::Ne, Some(_), _) => Some(true),
+        (Opcode::Lt, Some(s), _) => Some(s == Less),
+        (Opcode::Gt, Some(s), _) => Some(s == Greater),
+        (Opcode::Le, Some(s), _) => Some(s == Less),
+        (Opcode::Ge, Some(s), _) => Some(s == Greater),
+        // a ≥ b: a < b false, a ≥ b true; a ≤ b: a > b false, a ≤ b true.
+        (Opcode::Lt, None, Some(Greater)) => Some(false),
+        (Opcode::Ge, None, Some(Greater)) => Some(true),
+        (Opcode::Gt, None, Some(Less)) => Some(false),
+        (Opcode::Le, None, Some(Less)) => Some(true),
+        _ => None,
+    }
+}
+
+/// Lane `lane` of `v` as `root[axis] + c` (`root` is `index` or `shape`): `(axis, c)`.
+/// Follows `root`, `extract`, `tuple`, and `add`/`sub` of a constant; `depth` bounds the
+/// walk.
+fn affine_lane(
+    p: &Program,
+    v: Value,
+    lane: usize,
+    depth: u32,
+    root: Opcode,
+) -> Option<(usize, i64)> {
     if depth > 16 {
         return None;
     }
@@ -122,20 +279,20 @@ fn lane_offset(p: &Program, v: Value, lane: usize, depth: u32) -> Option<(usize,
     };
     let d = p.op(op);
     match d.opcode {
-        Opcode::Index => Some((lane, 0)),
+        o if o == root => Some((lane, 0)),
         Opcode::Extract => match &d.imm {
-            Imm::Lanes(ls) => lane_offset(p, d.args[0], *ls.get(lane)? as usize, depth + 1),
+            Imm::Lanes(ls) => affine_lane(p, d.args[0], *ls.get(lane)? as usize, depth + 1, root),
             _ => None,
         },
-        Opcode::Tuple => lane_offset(p, *d.args.get(lane)?, 0, depth + 1),
+        Opcode::Tuple => affine_lane(p, *d.args.get(lane)?, 0, depth + 1, root),
         Opcode::Add | Opcode::Sub => {
-            let a = lane_offset(p, d.args[0], lane, depth + 1);
+            let a = affine_lane(p, d.args[0], lane, depth + 1, root);
             let cb = const_lane(p, d.args[1], lane);
             let (axis, c) = match (a, cb, d.opcode) {
                 (Some((axis, x)), Some(c), Opcode::Add) => (axis, x.checked_add(c)?),
                 (Some((axis, x)), Some(c), _) => (axis, x.checked_sub(c)?),
                 (None, None, Opcode::Add) => {
-                    let (axis, x) = lane_offset(p, d.args[1], lane, depth + 1)?;
+                    let (axis, x) = affine_lane(p, d.args[1], lane, depth + 1, root)?;
                     (axis, x.checked_add(const_lane(p, d.args[0], lane)?)?)
                 }
                 _ => return None,
@@ -268,6 +425,50 @@ mod tests {
         }
     }
 
+    /// The interior of reads at `index ± 1` is `1 ≤ i < shape − 1`: comparisons it decides
+    /// become constants, the others stay.
+    #[test]
+    fn comparisons_the_interior_decides_fold() {
+        let src = "program @e(%a: array<2 x f32, clamp>) -> (f32, <2 x bool>, <2 x bool>, <2 x bool>, <2 x bool>, <2 x bool>) {
+  %i: <2 x i32> = index
+  %s: <2 x i32> = shape
+  %one: <2 x i32> = const (1, 1)
+  %up: <2 x i32> = sub %i, %one
+  %dn: <2 x i32> = add %i, %one
+  %v: f32 = read %a, %up
+  %w: f32 = read %a, %dn
+  %x: f32 = add %v, %w
+  %zero: <2 x i32> = const (0, 0)
+  %two: <2 x i32> = const (2, 2)
+  %last: <2 x i32> = sub %s, %one
+  %e0: <2 x bool> = eq %i, %zero
+  %e1: <2 x bool> = eq %i, %last
+  %g: <2 x bool> = ge %i, %two
+  %l: <2 x bool> = lt %last, %i
+  %h: <2 x bool> = ge %dn, %one
+  return %x, %e0, %e1, %g, %l, %h
+}";
+        let m = crate::parse_and_verify(src).expect("parses");
+        let (q, fp) = interior_variant(&m.programs[0]).expect("stencil reads");
+        assert_eq!(fp.reads, vec![(0, vec![-1, -1]), (0, vec![1, 1])]);
+        let ret = q.region(q.body).ops.last().copied().expect("return");
+        let outs = q.op(ret).args.clone();
+        let konst = |v: Value| match q.value(v).def {
+            ValueDef::Result(op, _) => match &q.op(op).imm {
+                Imm::Const(c) if q.op(op).opcode == Opcode::Const => Some(c.lanes),
+                _ => None,
+            },
+            _ => None,
+        };
+        // i = 0 and i = shape − 1 are outside; shape − 1 < i is false; i + 1 ≥ 1 holds.
+        assert_eq!(konst(outs[1]).map(|l| l[..2].to_vec()), Some(vec![0, 0]));
+        assert_eq!(konst(outs[2]).map(|l| l[..2].to_vec()), Some(vec![0, 0]));
+        assert_eq!(konst(outs[3]), None, "i ≥ 2 is not decided at i = 1");
+        assert_eq!(konst(outs[4]).map(|l| l[..2].to_vec()), Some(vec![0, 0]));
+        assert_eq!(konst(outs[5]).map(|l| l[..2].to_vec()), Some(vec![1, 1]));
+        assert_eq!(crate::passes::util::count_ops(&q, Opcode::ReadOffset), 2);
+    }
+
     #[test]
     fn the_interior_is_where_every_read_is_inside_its_array() {
         let fp = Footprint {
@@ -275,7 +476,8 @@ mod tests {
         };
         let ext = |i: usize| if i == 0 { vec![10, 10] } else { vec![8, 12] };
         assert_eq!(fp.interior(&[10, 10], ext), vec![1..5, 0..8]);
-        assert_eq!(fp.interior(&[2, 1], ext), vec![1..2, 0..1]);
+        // Also inside the launch: row 1 + 3 is past a launch of 2 rows.
+        assert_eq!(fp.interior(&[2, 1], ext), vec![1..1, 0..0]);
         let far = Footprint {
             reads: vec![(0, vec![20, 0])],
         };

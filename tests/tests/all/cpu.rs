@@ -336,7 +336,7 @@ fn partitioned_stencils_match_the_interpreter() {
                 let (prog, _) = weft_ir::passes::partition::interior_variant(&m.programs[0])
                     .expect("three stencil reads");
                 assert_eq!(
-                    weft_ir::passes::util::count_ops(&prog, weft_ir::Opcode::ReadInBounds),
+                    weft_ir::passes::util::count_ops(&prog, weft_ir::Opcode::ReadOffset),
                     3
                 );
                 let elem = m.programs[0].outputs[0].ty;

@@ -563,4 +563,24 @@ fn jacobi_reads_are_stencil_reads() {
     let p = jacobi::sweep().expect("records");
     let (_, fp) = weft_ir::passes::partition::interior_variant(p.ir()).expect("stencil reads");
     assert_eq!(fp.reads.len(), 5, "{fp:?}");
+    // In the interior the edge test folds away: the sweep is four offset reads and
+    // arithmetic, with no `index`, comparison or select left.
+    let fast = p.keep(&["u_next"]).expect("keeps");
+    let (q, _) = weft_ir::passes::partition::interior_variant(fast.ir()).expect("stencil reads");
+    use weft_ir::passes::util::count_ops;
+    use weft_ir::Opcode;
+    assert_eq!(
+        count_ops(&q, Opcode::ReadOffset),
+        4,
+        "{}",
+        weft_ir::print_program(&q)
+    );
+    for op in [Opcode::Index, Opcode::Eq, Opcode::Select, Opcode::Read] {
+        assert_eq!(
+            count_ops(&q, op),
+            0,
+            "{op:?}\n{}",
+            weft_ir::print_program(&q)
+        );
+    }
 }
