@@ -1060,13 +1060,20 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 }
             }
             let outs = l.region(&mut frame, p.body, &[], &mask)?;
+            let mut stores = Vec::new();
             for (k, (o, lv)) in p.outputs.iter().zip(outs).enumerate() {
                 let (s, n) = elem_of(o.ty);
                 let vals = l.varying(s, &lv);
-                for (lane, v) in vals.iter().enumerate().take(n) {
-                    let plane = out_planes[k][lane];
-                    l.store_block(s, plane, v);
+                for (lane, v) in vals.into_iter().enumerate().take(n) {
+                    stores.push((s, out_planes[k][lane], v));
                 }
+            }
+            if row_loop.is_some() {
+                for (s, plane, v) in &stores {
+                    l.store_block(*s, *plane, v);
+                }
+            } else {
+                l.store_outputs(&stores, end);
             }
             match row_loop {
                 None => {
@@ -1282,6 +1289,53 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             acc = self.b.ins().bor(acc, x);
         }
         self.b.ins().vany_true(acc)
+    }
+
+    /// Stores a block's outputs (`(type, plane, vectors)`): whole vectors when the block ends
+    /// at or before `end`, else only its lanes before `end`, one by one (a launch's ranges
+    /// may end anywhere, and the next range may be another thread's).
+    fn store_outputs(&mut self, stores: &[(ScalarType, CV, Vec<CV>)], end: CV) {
+        let last = self.b.ins().iadd_imm_s(self.base, BLOCK as i64);
+        let full = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, last, end);
+        let (whole, part, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().brif(full, whole, &[], part, &[]);
+        self.b.switch_to_block(whole);
+        for (s, plane, v) in stores {
+            self.store_block(*s, *plane, v);
+        }
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(part);
+        let left = self.b.ins().isub(end, self.base);
+        for j in 0..BLOCK {
+            // Lane j, if it is before `end` (lane 0 always is).
+            if j > 0 {
+                let go = self.b.create_block();
+                let more = self
+                    .b
+                    .ins()
+                    .icmp_imm_s(IntCC::SignedGreaterThan, left, j as i64);
+                self.b.ins().brif(more, go, &[], done, &[]);
+                self.b.switch_to_block(go);
+            }
+            for (s, plane, v) in stores {
+                let bytes = crate::abi::storage_bytes(*s) as i64;
+                let at = self.b.ins().iadd_imm_s(self.base, j as i64);
+                let off = self.b.ins().imul_imm_s(at, bytes);
+                let addr = self.b.ins().iadd(*plane, off);
+                let (k, idx) = (j / per_vector(*s), j % per_vector(*s));
+                let mut x = self.b.ins().extractlane(v[k], idx as u8);
+                if *s == ScalarType::Bool {
+                    x = self.b.ins().band_imm_s(x, 1);
+                }
+                self.b.ins().store(mem(), x, addr, 0);
+            }
+        }
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
     }
 
     /// Loads [`BLOCK`] consecutive elements of a plane (storage type of `s`) at the block base.

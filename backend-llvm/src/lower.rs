@@ -190,6 +190,11 @@ pub(crate) struct Lower<'m> {
     /// coordinates carried by the block loop (`%cy0 …`, phis of `head`) and the launch's
     /// extents (each at least 1), so offset reads divide nothing.
     carried: Option<(Vec<String>, Vec<String>)>,
+    /// The host block loop's version being lowered for a program with `read_offset`:
+    /// `Some(true)` in the loop along a row (whole blocks inside one row of the launch:
+    /// offset reads are vector loads, no test), `Some(false)` for the other blocks (offset
+    /// reads go lane by lane), `None` elsewhere (each offset read tests).
+    rowwise: Option<bool>,
     /// A host kernel's work-group state (docs/kernel-mode.md, MCUDA).
     group: Option<group::Group>,
     /// Host code of a program with loops: the launch's abort flag (a `ptr`), which every
@@ -1050,6 +1055,29 @@ impl<'m> Lower<'m> {
         ));
     }
 
+    /// [`Self::store_elems`] of a host block, only the lanes of `mask` (`<w x i1>`).
+    fn store_elems_masked(&mut self, s: ScalarType, plane: &str, x: &str, mask: &str) {
+        let base = self.base.clone();
+        let a = self.elem_addr(s, plane, &base);
+        let v = self.store_conv(s, x, false);
+        let w = self.w();
+        let st = storage_ty(s);
+        let suffix = match st {
+            "float" => "f32",
+            "double" => "f64",
+            other => other,
+        };
+        let vt = format!("<{w} x {st}>");
+        let name = format!("llvm.masked.store.v{w}{suffix}.p0");
+        self.declare(format!(
+            "declare void @{name}({vt}, ptr, i32 immarg, <{w} x i1>)"
+        ));
+        self.line(format!(
+            "call void @{name}({vt} {v}, ptr {a}, i32 {}, <{w} x i1> {mask})",
+            storage_bytes(s)
+        ));
+    }
+
     /// An extent word as an i32 (saturated) or i64 lane of type `s`.
     fn narrow_extent(&mut self, s: ScalarType, x: &str) -> String {
         if s.bits() == 64 {
@@ -1430,6 +1458,34 @@ impl<'m> Lower<'m> {
                 })
                 .collect()
         };
+        // Lane by lane: each lane's coordinates by division, plus the offset, read under the
+        // boundary mode (no change inside the launch; a partial block's lanes past it stay
+        // inside the array). Adds no blocks.
+        let lanes = |me: &mut Self| -> Result<Vec<String>, LowerError> {
+            let t64 = format!("<{w} x i64>");
+            let b = me.base.clone();
+            let sb = me.splat(ScalarType::I64, &b);
+            let iota: Vec<String> = (0..w).map(|j| format!("i64 {j}")).collect();
+            let mut rest = me.def(format!("add {t64} {sb}, <{}>", iota.join(", ")));
+            let mut coords = vec![String::new(); rank];
+            for k in (0..rank).rev() {
+                let dv = me.splat(ScalarType::I64, &dims[k]);
+                let c = me.def(format!("urem {t64} {rest}, {dv}"));
+                rest = me.def(format!("udiv {t64} {rest}, {dv}"));
+                let ov = me.splat(ScalarType::I64, &offs[k]);
+                coords[k] = me.def(format!("add nsw {t64} {c}, {ov}"));
+            }
+            match me.read_general(ai, ScalarType::I64, &LV::V(coords), false)? {
+                LV::V(v) => Ok(v),
+                _ => me.err("internal: a varying read gave a uniform value"),
+            }
+        };
+        match self.rowwise {
+            // The block loop's versions: the row loop's blocks are whole and in one row.
+            Some(true) => return Ok(LV::V(load(self))),
+            Some(false) => return Ok(LV::V(lanes(self)?)),
+            None => {}
+        }
         // A whole block (not the launch's partial last one), inside one row.
         let base = self.base.clone();
         let last = self.def(format!("add i64 {base}, {w}"));
@@ -1443,26 +1499,7 @@ impl<'m> Lower<'m> {
         let quick = load(self);
         self.br(&join);
         self.block(&slow);
-        // Lane by lane: each lane's coordinates by division, plus the offset, read under the
-        // boundary mode (no change inside the launch; a partial block's lanes past it stay
-        // inside the array). No blocks are added, so the phis' predecessors are `fast` and
-        // `slow`.
-        let t64 = format!("<{w} x i64>");
-        let b = self.base.clone();
-        let sb = self.splat(ScalarType::I64, &b);
-        let iota: Vec<String> = (0..w).map(|j| format!("i64 {j}")).collect();
-        let mut rest = self.def(format!("add {t64} {sb}, <{}>", iota.join(", ")));
-        let mut coords = vec![String::new(); rank];
-        for k in (0..rank).rev() {
-            let dv = self.splat(ScalarType::I64, &dims[k]);
-            let c = self.def(format!("urem {t64} {rest}, {dv}"));
-            rest = self.def(format!("udiv {t64} {rest}, {dv}"));
-            let ov = self.splat(ScalarType::I64, &offs[k]);
-            coords[k] = self.def(format!("add nsw {t64} {c}, {ov}"));
-        }
-        let LV::V(general) = self.read_general(ai, ScalarType::I64, &LV::V(coords), false)? else {
-            return self.err("internal: a varying read gave a uniform value");
-        };
+        let general = lanes(self)?;
         self.br(&join);
         self.block(&join);
         let t = self.ty(s, false);
@@ -2269,6 +2306,7 @@ pub(crate) fn lower(
         base: "%base".into(),
         scalar,
         carried: None,
+        rowwise: None,
         group: None,
         abort: None,
     };
@@ -2416,31 +2454,79 @@ pub(crate) fn lower(
         from_latch = "latch.j";
         l.carried = Some((cy, dims));
     }
-    // The element loop.
+    // The element loop. A host program with offset reads has it twice: whole blocks inside
+    // one row of the launch enter a loop along the row (`row`), where offset reads are
+    // vector loads with no test; the other blocks run the general body.
     l.block("body");
-    let mask = match flavor {
-        Flavor::Host => {
-            let sb = l.splat(ScalarType::I64, "%base");
-            let iota: Vec<String> = (0..w).map(|j| format!("i64 {j}")).collect();
-            let e = l.def(format!("add <{w} x i64> {sb}, <{}>", iota.join(", ")));
-            let se = l.splat(ScalarType::I64, "%end");
-            Some(l.def(format!("icmp slt <{w} x i64> {e}, {se}")))
+    let row_mode = flavor == Flavor::Host && offset_rank(p) > 0;
+    let mut row_phis: Vec<String> = Vec::new();
+    if row_mode {
+        let row_end = if rank > 1 {
+            let last = rank - 1;
+            let left = l.def(format!("sub i64 %cd{last}, %cy{last}"));
+            let in_row = l.def(format!("add i64 %base, {left}"));
+            l.intrinsic(
+                "",
+                "llvm.smin.i64",
+                "i64",
+                &[("i64".into(), in_row), ("i64".into(), "%end".into())],
+            )
+        } else {
+            "%end".to_string()
+        };
+        let first_end = l.def(format!("add i64 %base, {w}"));
+        let fit = l.def(format!("icmp sle i64 {first_end}, {row_end}"));
+        l.condbr(&fit, "row.pre", "gen");
+        l.block("row.pre");
+        l.br("row");
+        l.block("row");
+        l.line("%rb = phi i64 [ %base, %row.pre ], [ %rb.next, %row.latch ]");
+        l.base = "%rb".into();
+        l.rowwise = Some(true);
+        let outer = l.carried.clone();
+        if let Some((cy, dims)) = &outer {
+            let last = rank - 1;
+            let moved = l.def("sub i64 %rb, %base");
+            let mut first = cy.clone();
+            first[last] = l.def(format!("add i64 {}, {moved}", cy[last]));
+            l.carried = Some((first, dims.clone()));
         }
-        Flavor::Ptx => None,
-    };
-    for (v, s, planes) in &varying {
-        let xs = planes.iter().map(|pl| l.load_elems(*s, pl)).collect();
-        let u = flavor == Flavor::Ptx;
-        f.vals[v.index()] = Some(if u { LV::U(xs) } else { LV::V(xs) });
-    }
-    let outs = l.region(&mut f, p.body, &[], mask.as_deref())?;
-    for ((s, planes), v) in out_planes.iter().zip(&outs) {
-        for (j, pl) in planes.iter().enumerate() {
-            let x = lane_of(v, j);
-            let x = l.lane_as(*s, &x, flavor == Flavor::Ptx);
-            l.store_elems(*s, pl, &x);
+        block_body(&mut l, &mut f, p, flavor, &varying, &out_planes)?;
+        l.br("row.latch");
+        l.block("row.latch");
+        l.line(format!("%rb.next = add i64 %rb, {w}"));
+        l.line(format!("%rb.last = add i64 %rb.next, {w}"));
+        l.line(format!("%rb.more = icmp sle i64 %rb.last, {row_end}"));
+        l.line("br i1 %rb.more, label %row, label %row.exit");
+        l.block("row.exit");
+        // The next block's coordinates: at most one carry (the loop stopped at the row's
+        // end or before).
+        if let Some((cy, _)) = &outer {
+            l.line("%rx.moved = sub i64 %rb.next, %base");
+            let mut carry = "%rx.moved".to_string();
+            for k in (1..rank).rev() {
+                l.line(format!("%rx.t{k} = add i64 {}, {carry}", cy[k]));
+                l.line(format!("%rx.w{k} = icmp uge i64 %rx.t{k}, %cd{k}"));
+                l.line(format!("%rx.l{k} = sub i64 %rx.t{k}, %cd{k}"));
+                l.line(format!(
+                    "%rx{k} = select i1 %rx.w{k}, i64 %rx.l{k}, i64 %rx.t{k}"
+                ));
+                l.line(format!("%rx.c{k} = zext i1 %rx.w{k} to i64"));
+                carry = format!("%rx.c{k}");
+            }
+            l.line(format!("%rx0 = add i64 {}, {carry}", cy[0]));
+            row_phis = (0..rank)
+                .map(|k| format!("[ %rx{k}, %row.exit ]"))
+                .collect();
         }
+        l.br("head");
+        l.carried = outer;
+        l.base = "%base".into();
+        l.rowwise = Some(false);
+        l.block("gen");
     }
+    block_body(&mut l, &mut f, p, flavor, &varying, &out_planes)?;
+    l.rowwise = None;
     l.br("latch");
     let mut text = String::new();
     text.push_str(header);
@@ -2449,7 +2535,18 @@ pub(crate) fn lower(
         Flavor::Host => {
             let _ = writeln!(text, "define void @{sym}(ptr noalias nocapture readonly %ctx, i64 %begin, i64 %end) #0 {{\nentry:");
             text.push_str(&l.prelude);
-            let _ = write!(text, "  br label %head\nhead:\n  %base = phi i64 [ %begin, %entry ], [ %next, %{from_latch} ]\n{head_phis}  %more = icmp slt i64 %base, %end\n  br i1 %more, label %body, label %exit\n");
+            let (row_in, head_phis) = if row_mode {
+                // The row loop's exit also enters `head`.
+                let phis: String = head_phis
+                    .lines()
+                    .zip(&row_phis)
+                    .map(|(line, extra)| format!("{line}, {extra}\n"))
+                    .collect();
+                (", [ %rb.next, %row.exit ]", phis)
+            } else {
+                ("", head_phis)
+            };
+            let _ = write!(text, "  br label %head\nhead:\n  %base = phi i64 [ %begin, %entry ], [ %next, %{from_latch} ]{row_in}\n{head_phis}  %more = icmp slt i64 %base, %end\n  br i1 %more, label %body, label %exit\n");
             text.push_str(&l.body);
             let _ = writeln!(text, "{latch}exit:\n  ret void\n{}}}", abort_block(&l));
             let _ = writeln!(text, "attributes #0 = {{ nounwind{fattrs} }}");
@@ -2504,6 +2601,70 @@ fn abort_block(l: &Lower) -> &'static str {
     } else {
         ""
     }
+}
+
+/// One block of a map kernel at `l.base`: the tail mask (host), the varying inputs' loads,
+/// the body, and the outputs' stores.
+fn block_body(
+    l: &mut Lower,
+    f: &mut Frame,
+    p: &Program,
+    flavor: Flavor,
+    varying: &[(Value, ScalarType, Vec<String>)],
+    out_planes: &[(ScalarType, Vec<String>)],
+) -> Result<(), LowerError> {
+    let w = l.w();
+    let mask = match flavor {
+        Flavor::Host => {
+            let base = l.base.clone();
+            let sb = l.splat(ScalarType::I64, &base);
+            let iota: Vec<String> = (0..w).map(|j| format!("i64 {j}")).collect();
+            let e = l.def(format!("add <{w} x i64> {sb}, <{}>", iota.join(", ")));
+            let se = l.splat(ScalarType::I64, "%end");
+            Some(l.def(format!("icmp slt <{w} x i64> {e}, {se}")))
+        }
+        Flavor::Ptx => None,
+    };
+    for (v, s, planes) in varying {
+        let xs = planes.iter().map(|pl| l.load_elems(*s, pl)).collect();
+        let u = flavor == Flavor::Ptx;
+        f.vals[v.index()] = Some(if u { LV::U(xs) } else { LV::V(xs) });
+    }
+    let outs = l.region(f, p.body, &[], mask.as_deref())?;
+    let mut stores = Vec::new();
+    for ((s, planes), v) in out_planes.iter().zip(&outs) {
+        for (j, pl) in planes.iter().enumerate() {
+            let x = lane_of(v, j);
+            let x = l.lane_as(*s, &x, flavor == Flavor::Ptx);
+            stores.push((*s, pl.clone(), x));
+        }
+    }
+    match (&mask, l.rowwise) {
+        // A host block that may be partial: lanes past `%end` are not stored (a launch's
+        // ranges may end anywhere, and the next range may be another thread's).
+        (Some(m), None | Some(false)) => {
+            let base = l.base.clone();
+            let last = l.def(format!("add i64 {base}, {w}"));
+            let full = l.def(format!("icmp sle i64 {last}, %end"));
+            let (_, part, join) = l.fork(&full, "st");
+            for (s, pl, x) in &stores {
+                l.store_elems(*s, pl, x);
+            }
+            l.br(&join);
+            l.block(&part);
+            for (s, pl, x) in &stores {
+                l.store_elems_masked(*s, pl, x, m);
+            }
+            l.br(&join);
+            l.block(&join);
+        }
+        _ => {
+            for (s, pl, x) in &stores {
+                l.store_elems(*s, pl, x);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The rank of the launch of a program with a `read_offset` (its offset's lanes), or 0.

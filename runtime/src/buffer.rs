@@ -11,26 +11,32 @@ use weft_ir::{Const, Type};
 /// layout: 4 bytes a lane for 32-bit-class types (f16 as f32, narrow integers widened), 8 for
 /// 64-bit ones. Each plane holds [`HostBuffer::stride`] elements: at least `len + PAD`, so a
 /// kernel may read whole blocks past the end of any element range inside the buffer.
-/// Planes start 64-byte aligned relative to each other; the contents past `len` are zero.
+/// Planes start 64-byte aligned (a cache line: a kernel's whole-vector loads and stores of a
+/// block then never straddle two lines); the contents past `len` are zero.
 #[derive(Debug)]
 pub struct HostBuffer {
     elem: Type,
     len: usize,
     stride: usize,
+    /// The allocation: the planes begin `off` words in (the first 64-byte boundary), and it
+    /// holds [`ALIGN_WORDS`] spare words for that.
     words: Vec<u64>,
+    off: usize,
+}
+
+/// Spare words an allocation holds so that its planes can start on a 64-byte boundary.
+const ALIGN_WORDS: usize = 7;
+
+/// Words from the start of `words` to its first 64-byte boundary.
+fn align_off(words: &[u64]) -> usize {
+    (words.as_ptr() as usize).wrapping_neg() % 64 / 8
 }
 
 impl Clone for HostBuffer {
     fn clone(&self) -> HostBuffer {
-        let mut words = pool_take(self.words.len()).unwrap_or_default();
-        words.clear();
-        words.extend_from_slice(&self.words);
-        HostBuffer {
-            elem: self.elem,
-            len: self.len,
-            stride: self.stride,
-            words,
-        }
+        let mut b = HostBuffer::for_output(self.elem, self.len);
+        b.bytes_mut().copy_from_slice(self.bytes());
+        b
     }
 }
 
@@ -105,15 +111,17 @@ impl HostBuffer {
         let (s, nl) = scalar_lanes(elem);
         let stride = len.checked_add(PAD)?.div_ceil(PAD) * PAD;
         let bytes = weft_ir::host::byte_len(stride, storage_bytes(s) * nl).ok()?;
-        let words = bytes.div_ceil(8);
+        let words = bytes.div_ceil(8).checked_add(ALIGN_WORDS)?;
+        let words = match pool_take(words) {
+            Some(w) => w,
+            None => weft_ir::host::try_zeroed_words(words)?,
+        };
         let mut b = HostBuffer {
             elem,
             len,
             stride,
-            words: match pool_take(words) {
-                Some(w) => w,
-                None => weft_ir::host::try_zeroed_words(words)?,
-            },
+            off: align_off(&words),
+            words,
         };
         b.zero_padding();
         Some(b)
@@ -198,15 +206,18 @@ impl HostBuffer {
     /// All planes as bytes, plane after plane (`lanes() × stride() × lane_bytes()` bytes).
     pub fn bytes(&self) -> &[u8] {
         let n = self.lanes() * self.stride * self.lane_bytes();
-        // SAFETY: `words` holds at least `n` initialised bytes; u8 has no alignment needs.
-        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), n) }
+        // SAFETY: `words` holds at least `n` initialised bytes after its first `off` words
+        // (`ALIGN_WORDS` spare); u8 has no alignment needs.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().add(self.off).cast::<u8>(), n) }
     }
 
     /// All planes as mutable bytes (see [`HostBuffer::bytes`]).
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         let n = self.lanes() * self.stride * self.lane_bytes();
         // SAFETY: as in `bytes`, and `self` is borrowed mutably.
-        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), n) }
+        unsafe {
+            std::slice::from_raw_parts_mut(self.words.as_mut_ptr().add(self.off).cast::<u8>(), n)
+        }
     }
 
     /// Plane `l` as bytes (`stride() × lane_bytes()`).

@@ -12,6 +12,7 @@ pub mod cuda;
 pub mod error;
 mod plan;
 mod planes;
+mod pool;
 pub mod prepare;
 pub mod watchdog;
 

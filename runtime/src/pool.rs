@@ -1,0 +1,170 @@
+//! The CPU device's launch pool: runs the pieces of one launch on the calling thread and on
+//! worker threads that spin briefly between launches (OpenMP's active wait), so that
+//! back-to-back launches do not pay a sleeping thread's wake-up; the caller claims pieces
+//! too, so a launch never waits for a worker that has not woken up.
+//!
+//! Protocol: a launch publishes its [`Job`] and makes the epoch odd (open); workers that
+//! see the new epoch register in `active`, re-check that the epoch is unchanged, then claim
+//! pieces from the job's counter. The caller claims pieces as well, waits until every piece
+//! is done, makes the epoch even (closed) and waits until no worker is registered: after
+//! that no worker reads the job, which lives on the caller's stack.
+
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long an idle worker spins before it sleeps.
+const SPIN: Duration = Duration::from_millis(2);
+
+/// One launch's pieces: `f(i)` for `i` in `0..n`.
+struct Job {
+    /// The work, its lifetime erased: valid while the job is published.
+    f: *const (dyn Fn(usize) + Sync),
+    n: usize,
+    next: AtomicUsize,
+    done: AtomicUsize,
+}
+
+struct Shared {
+    /// Odd while a job is open.
+    epoch: AtomicU64,
+    job: AtomicPtr<Job>,
+    /// Workers registered in the current job.
+    active: AtomicUsize,
+    /// Workers asleep (or about to sleep) on `wake`.
+    parked: AtomicUsize,
+    sleep: Mutex<()>,
+    wake: Condvar,
+}
+
+struct Pool {
+    shared: &'static Shared,
+    workers: usize,
+    /// One launch at a time; others run on their calling thread.
+    busy: Mutex<()>,
+}
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let shared: &'static Shared = Box::leak(Box::new(Shared {
+            epoch: AtomicU64::new(0),
+            job: AtomicPtr::new(std::ptr::null_mut()),
+            active: AtomicUsize::new(0),
+            parked: AtomicUsize::new(0),
+            sleep: Mutex::new(()),
+            wake: Condvar::new(),
+        }));
+        // The caller is one of the launch's threads (RAYON_NUM_THREADS counts it).
+        let wanted = rayon::current_num_threads().saturating_sub(1);
+        let mut workers = 0;
+        for k in 0..wanted {
+            let spawned = std::thread::Builder::new()
+                .name(format!("weft-cpu-{k}"))
+                .spawn(move || worker(shared));
+            if spawned.is_ok() {
+                workers += 1;
+            }
+        }
+        Pool {
+            shared,
+            workers,
+            busy: Mutex::new(()),
+        }
+    })
+}
+
+/// Runs `f(i)` for every `i` in `0..n` exactly once, on the calling thread and the pool's
+/// workers, and returns when all have finished. Runs them all on the calling thread when
+/// the pool has no workers or another launch is using it.
+pub(crate) fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
+    let p = pool();
+    let guard = match p.busy.try_lock() {
+        Ok(g) if p.workers > 0 && n > 1 => g,
+        _ => {
+            (0..n).for_each(f);
+            return;
+        }
+    };
+    let s = p.shared;
+    // SAFETY: only the lifetime is erased; the job is withdrawn (closed, no worker
+    // registered) before this function returns.
+    let f: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(f) };
+    let job = Job {
+        f,
+        n,
+        next: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+    };
+    s.job.store(&job as *const Job as *mut Job, SeqCst);
+    s.epoch.fetch_add(1, SeqCst);
+    if s.parked.load(SeqCst) > 0 {
+        let _g = s.sleep.lock().unwrap_or_else(|e| e.into_inner());
+        s.wake.notify_all();
+    }
+    claim(&job);
+    while job.done.load(SeqCst) < n {
+        std::hint::spin_loop();
+    }
+    s.epoch.fetch_add(1, SeqCst);
+    while s.active.load(SeqCst) != 0 {
+        std::hint::spin_loop();
+    }
+    s.job.store(std::ptr::null_mut(), SeqCst);
+    drop(guard);
+}
+
+/// Claims and runs the job's pieces until none is left.
+fn claim(job: &Job) {
+    loop {
+        let i = job.next.fetch_add(1, SeqCst);
+        if i >= job.n {
+            return;
+        }
+        // SAFETY: the job is published, so `f` is alive (see `run`).
+        let f = unsafe { &*job.f };
+        // A panic is reported by the caller's thread; a worker's piece counts as done so
+        // the launch ends (the kernels themselves do not unwind).
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(i))).is_err() {
+            eprintln!("weft: a CPU launch piece panicked");
+        }
+        job.done.fetch_add(1, SeqCst);
+    }
+}
+
+fn worker(s: &'static Shared) {
+    let mut seen = s.epoch.load(SeqCst);
+    loop {
+        // Wait for a new epoch: spin, then sleep.
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let e = s.epoch.load(SeqCst);
+            if e != seen {
+                seen = e;
+                break;
+            }
+            spins = spins.wrapping_add(1);
+            if !spins.is_multiple_of(1024) || start.elapsed() < SPIN {
+                std::hint::spin_loop();
+                continue;
+            }
+            let mut g = s.sleep.lock().unwrap_or_else(|e| e.into_inner());
+            s.parked.fetch_add(1, SeqCst);
+            while s.epoch.load(SeqCst) == seen {
+                g = s.wake.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+            s.parked.fetch_sub(1, SeqCst);
+        }
+        if !seen.is_multiple_of(2) {
+            s.active.fetch_add(1, SeqCst);
+            if s.epoch.load(SeqCst) == seen {
+                // SAFETY: the epoch is still the job's, and the caller waits for `active`
+                // to drop to zero before withdrawing it.
+                let job = unsafe { &*s.job.load(SeqCst) };
+                claim(job);
+            }
+            s.active.fetch_sub(1, SeqCst);
+        }
+    }
+}
