@@ -164,9 +164,9 @@ pub(crate) struct Lowerer<'a, 'b> {
     /// Per `read_offset` op with a uniform offset: the offset's distance in bytes in its
     /// array (row-major), computed once before the block loop.
     offset_delta: std::collections::HashMap<weft_ir::Op, CV>,
-    /// In the row-wise version of the block loop: per array read by `read_offset`, each
-    /// plane's address of the block's lane-0 element, computed once per block.
-    offset_rows: std::collections::HashMap<usize, Vec<CV>>,
+    /// In the row loop of the block loop: per `read_offset` op, each plane's address of the
+    /// element its block's lane 0 reads (carried by the loop, advanced a block at a time).
+    offset_addr: std::collections::HashMap<weft_ir::Op, Vec<CV>>,
     /// Kernels: the work-group being lowered.
     group: Option<group::GroupState>,
     /// The launch watchdog (docs/abi.md): the abort flag's address, loaded in the entry
@@ -887,7 +887,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             first: None,
             rowwise: None,
             offset_delta: Default::default(),
-            offset_rows: Default::default(),
+            offset_addr: Default::default(),
             group: None,
             abort: None,
         };
@@ -943,6 +943,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         }
         // Offset reads with a uniform offset known here: the offset's bytes, once.
         let mut offset_arrays = Vec::new();
+        let mut offset_reads: Vec<(weft_ir::Op, usize)> = Vec::new();
         let mut offset_ops = Vec::new();
         p.walk(&mut |op| {
             if p.op(op).opcode == Opcode::ReadOffset {
@@ -960,6 +961,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             let cs = elem_of(p.ty(d.args[1])).0;
             let delta = l.offset_bytes(ai, cs, &offs);
             l.offset_delta.insert(op, delta);
+            offset_reads.push((op, ai));
             if !offset_arrays.contains(&ai) {
                 offset_arrays.push(ai);
             }
@@ -1020,32 +1022,52 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         for (&version, &blk) in versions.iter().zip(&blocks) {
             l.b.switch_to_block(blk);
             l.rowwise = version;
-            l.offset_rows.clear();
+            l.offset_addr.clear();
             // Facts computed while lowering one version name its values: none carry over.
             frame.consec.iter_mut().for_each(|c| *c = None);
             let (outer_base, outer_first) = (l.base, l.first.clone());
             let mut row_loop = None;
             if version == Some(true) {
-                // The row loop: `b` from `base` by whole blocks while they fit in the row.
+                // The row loop: `b` from `base` by whole blocks while they fit in the row,
+                // carrying each offset read's addresses (one per plane).
+                let first = if rank > 1 {
+                    carried.clone()
+                } else {
+                    vec![base]
+                };
+                let mut rows = std::collections::HashMap::new();
+                for &ai in &offset_arrays {
+                    rows.insert(ai, l.block_rows(ai, &first));
+                }
+                let mut start = vec![BlockArg::Value(base)];
                 let inner = l.b.create_block();
                 let b = l.b.append_block_param(inner, T::I64);
-                l.b.ins().jump(inner, &[BlockArg::Value(base)]);
+                let mut steps = Vec::new();
+                let mut params: Vec<(weft_ir::Op, Vec<CV>)> = Vec::new();
+                for &(op, ai) in &offset_reads {
+                    let delta = l.offset_delta[&op];
+                    let step = BLOCK as i64 * crate::abi::storage_bytes(l.arrays[ai].elem) as i64;
+                    let mut ps = Vec::new();
+                    for &row in &rows[&ai] {
+                        let at = l.b.ins().iadd(row, delta);
+                        start.push(BlockArg::Value(at));
+                        ps.push(l.b.append_block_param(inner, T::I64));
+                        steps.push(step);
+                    }
+                    params.push((op, ps));
+                }
+                l.b.ins().jump(inner, &start);
                 l.b.switch_to_block(inner);
                 l.base = b;
-                let first = if rank > 1 {
+                if rank > 1 {
                     let moved = l.b.ins().isub(b, base);
                     let mut first = carried.clone();
                     first[rank - 1] = l.b.ins().iadd(carried[rank - 1], moved);
-                    l.first = Some((first.clone(), dims.clone()));
-                    first
-                } else {
-                    vec![b]
-                };
-                for &ai in &offset_arrays {
-                    let rows = l.block_rows(ai, &first);
-                    l.offset_rows.insert(ai, rows);
+                    l.first = Some((first, dims.clone()));
                 }
-                row_loop = Some((inner, b));
+                let carried_addrs: Vec<CV> = params.iter().flat_map(|(_, ps)| ps.clone()).collect();
+                l.offset_addr = params.into_iter().collect();
+                row_loop = Some((inner, b, carried_addrs, steps));
             }
             let mask = l.tail_mask(control, end, &iota);
             for (i, par) in p.params.iter().enumerate() {
@@ -1079,13 +1101,16 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 None => {
                     l.b.ins().jump(joined, &[]);
                 }
-                Some((inner, b)) => {
+                Some((inner, b, addrs, steps)) => {
                     let nb = l.b.ins().iadd_imm_s(b, BLOCK as i64);
                     let last = l.b.ins().iadd_imm_s(nb, BLOCK as i64);
                     let more = l.b.ins().icmp(IntCC::SignedLessThanOrEqual, last, row_end);
                     let after = l.b.create_block();
-                    l.b.ins()
-                        .brif(more, inner, &[BlockArg::Value(nb)], after, &[]);
+                    let mut next = vec![BlockArg::Value(nb)];
+                    for (&a, &step) in addrs.iter().zip(&steps) {
+                        next.push(BlockArg::Value(l.b.ins().iadd_imm_s(a, step)));
+                    }
+                    l.b.ins().brif(more, inner, &next, after, &[]);
                     l.b.switch_to_block(after);
                     // The next block's coordinates: at most one carry (the loop stopped
                     // at the row's end or before).
@@ -1102,7 +1127,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             l.first = outer_first;
         }
         l.rowwise = None;
-        l.offset_rows.clear();
+        l.offset_addr.clear();
         l.b.switch_to_block(joined);
         let next = l.b.ins().iadd_imm_s(base, BLOCK as i64);
         match wide {
@@ -2103,11 +2128,11 @@ impl Lowerer<'_, '_> {
     }
 
     /// `read_offset`: the block's elements at `index + off` (`off` of type `ot`), in range.
-    /// In the block loop's row-wise version (a whole block inside one row of the launch) with
-    /// the offset known before the loop: whole-vector loads at the block's row address plus
-    /// the offset's bytes. Otherwise `index + off` lane by lane and a gather under the
-    /// array's boundary mode, which changes no lane inside the launch (they are in range)
-    /// and keeps a partial block's lanes past the launch inside the array.
+    /// In the block loop's row loop (whole blocks inside one row of the launch) with the
+    /// offset known before the loop: whole-vector loads at the address the loop carries.
+    /// Otherwise `index + off` lane by lane and a gather under the array's boundary mode,
+    /// which changes no lane inside the launch (they are in range) and keeps a partial
+    /// block's lanes past the launch inside the array.
     fn read_offset(
         &mut self,
         op: weft_ir::Op,
@@ -2117,17 +2142,12 @@ impl Lowerer<'_, '_> {
     ) -> Result<LV, LowerError> {
         let cs = elem_of(ot).0;
         let s = self.arrays[ai].elem;
-        if let (Some(true), Some(rows), Some(&delta)) = (
-            self.rowwise,
-            self.offset_rows.get(&ai).cloned(),
-            self.offset_delta.get(&op),
-        ) {
+        if let (Some(true), Some(addrs)) = (self.rowwise, self.offset_addr.get(&op).cloned()) {
             if contiguous_elem(s) {
                 let parts = BLOCK / per_vector(s);
-                let v: Vec<Vec<CV>> = rows
+                let v: Vec<Vec<CV>> = addrs
                     .iter()
-                    .map(|&row| {
-                        let addr = self.b.ins().iadd(row, delta);
+                    .map(|&addr| {
                         (0..parts)
                             .map(|p| self.b.ins().load(vty(s), mem(), addr, (p * 16) as i32))
                             .collect()

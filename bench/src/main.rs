@@ -502,7 +502,7 @@ fn main() {
     md.push_str(
         "is measured side by side in one run on the same machine and inputs; times are medians.\n",
     );
-    md.push_str(&format!("Machine: {cpu}, {threads} threads (weft's rayon pool and OpenMP both use all of them).\n\n"));
+    md.push_str(&format!("Machine: {cpu}, {threads} threads (weft's launch pool and OpenMP both use all of them).\n\n"));
     table(&mut md, "weft", &rows, &notes);
     print!("{md}");
     for part in [

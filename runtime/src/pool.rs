@@ -1,5 +1,6 @@
 //! The CPU device's launch pool: runs the pieces of one launch on the calling thread and on
-//! worker threads that spin briefly between launches (OpenMP's active wait), so that
+//! worker threads that spin (yielding the core) briefly between launches (OpenMP's active
+//! wait), so that
 //! back-to-back launches do not pay a sleeping thread's wake-up; the caller claims pieces
 //! too, so a launch never waits for a worker that has not woken up.
 //!
@@ -103,15 +104,25 @@ pub(crate) fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
         s.wake.notify_all();
     }
     claim(&job);
-    while job.done.load(SeqCst) < n {
-        std::hint::spin_loop();
-    }
+    wait_until(|| job.done.load(SeqCst) >= n);
     s.epoch.fetch_add(1, SeqCst);
-    while s.active.load(SeqCst) != 0 {
-        std::hint::spin_loop();
-    }
+    wait_until(|| s.active.load(SeqCst) == 0);
     s.job.store(std::ptr::null_mut(), SeqCst);
     drop(guard);
+}
+
+/// Waits until `ready()`: spins briefly, then yields the processor between checks (the
+/// thread being waited for may need this one's core).
+fn wait_until(ready: impl Fn() -> bool) {
+    let mut k = 0u32;
+    while !ready() {
+        if k < 64 {
+            std::hint::spin_loop();
+            k += 1;
+        } else {
+            std::thread::yield_now();
+        }
+    }
 }
 
 /// Claims and runs the job's pieces until none is left.
@@ -145,8 +156,13 @@ fn worker(s: &'static Shared) {
                 break;
             }
             spins = spins.wrapping_add(1);
-            if !spins.is_multiple_of(1024) || start.elapsed() < SPIN {
+            if !spins.is_multiple_of(64) {
                 std::hint::spin_loop();
+                continue;
+            }
+            if start.elapsed() < SPIN {
+                // Leave the core to any other runnable thread (the caller may share it).
+                std::thread::yield_now();
                 continue;
             }
             let mut g = s.sleep.lock().unwrap_or_else(|e| e.into_inner());

@@ -743,7 +743,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             first: None,
             rowwise: None,
             offset_delta: Default::default(),
-            offset_rows: Default::default(),
+            offset_addr: Default::default(),
             group: None,
             abort: None,
         };
