@@ -18,6 +18,7 @@ use weft_ir::{Const, Type};
 use weft_runtime::{CpuDevice, HostCompiler};
 
 mod algebra;
+mod heat;
 mod kernels;
 mod launch;
 mod limits;
@@ -211,6 +212,10 @@ fn main() {
     }
     if args.get(1).map(String::as_str) == Some("kernels") {
         kernels::main(&args[2..]);
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("heat") {
+        heat::main(&args[2..]);
         return;
     }
     if args.get(1).map(String::as_str) == Some("launch") {
@@ -510,6 +515,7 @@ fn main() {
         "docs/performance-workloads-gpu.md",
         "docs/performance-launch.md",
         "docs/performance-stencil.md",
+        "docs/performance-heat.md",
         "docs/performance-workloads-notes.md",
         "docs/performance-algebra.md",
         "docs/performance-reduce.md",
