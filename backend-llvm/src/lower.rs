@@ -1123,21 +1123,14 @@ impl<'m> Lower<'m> {
                 LV::V(vec![narrow(self, e)])
             };
         }
-        let lw = self.launch_word;
         if !u {
             return self.index_blocks(s, rank, e);
         }
+        let dims = self.launch_dims(rank);
         let mut per_axis = vec![String::new(); rank];
         let mut rest = e;
         for k in (0..rank).rev() {
-            let d = self.word(lw + 1 + k);
-            let d1 = self.intrinsic(
-                "",
-                "llvm.umax.i64",
-                "i64",
-                &[("i64".into(), d), ("i64".into(), "1".into())],
-            );
-            let dv = self.splat(ScalarType::I64, &d1);
+            let dv = self.splat(ScalarType::I64, &dims[k]);
             let c = self.def(format!("urem {t64} {rest}, {dv}"));
             rest = self.def(format!("udiv {t64} {rest}, {dv}"));
             per_axis[k] = narrow(self, c);
@@ -1149,15 +1142,10 @@ impl<'m> Lower<'m> {
         }
     }
 
-    /// A 2-D/3-D `index` of a host block (`e`: its elements' numbers): lane 0's coordinates
-    /// by scalar division, the other lanes' by adding the lane number with one carry per
-    /// axis when the last axis holds a whole block; narrower launches divide lane by lane.
-    fn index_blocks(&mut self, s: ScalarType, rank: usize, e: String) -> LV {
-        let w = self.w();
-        let t64 = format!("<{w} x i64>");
-        let tt = self.ty(s, false);
+    /// The launch's first `rank` extents, each at least 1 (i64).
+    fn launch_dims(&mut self, rank: usize) -> Vec<String> {
         let lw = self.launch_word;
-        let dims: Vec<String> = (0..rank)
+        (0..rank)
             .map(|k| {
                 let d = self.word(lw + 1 + k);
                 self.intrinsic(
@@ -1167,7 +1155,17 @@ impl<'m> Lower<'m> {
                     &[("i64".into(), d), ("i64".into(), "1".into())],
                 )
             })
-            .collect();
+            .collect()
+    }
+
+    /// A 2-D/3-D `index` of a host block (`e`: its elements' numbers): lane 0's coordinates
+    /// by scalar division, the other lanes' by adding the lane number with one carry per
+    /// axis when the last axis holds a whole block; narrower launches divide lane by lane.
+    fn index_blocks(&mut self, s: ScalarType, rank: usize, e: String) -> LV {
+        let w = self.w();
+        let t64 = format!("<{w} x i64>");
+        let tt = self.ty(s, false);
+        let dims = self.launch_dims(rank);
         let last = rank - 1;
         let narrow = |me: &mut Self, c: String| {
             if s.bits() == 64 {
@@ -1404,18 +1402,7 @@ impl<'m> Lower<'m> {
         let (first, dims) = match self.carried.clone() {
             Some(c) if c.0.len() == rank => c,
             _ => {
-                let lw = self.launch_word;
-                let dims: Vec<String> = (0..rank)
-                    .map(|k| {
-                        let d = self.word(lw + 1 + k);
-                        self.intrinsic(
-                            "",
-                            "llvm.umax.i64",
-                            "i64",
-                            &[("i64".into(), d), ("i64".into(), "1".into())],
-                        )
-                    })
-                    .collect();
+                let dims = self.launch_dims(rank);
                 let mut first = vec![String::new(); rank];
                 let mut rest = self.base.clone();
                 for k in (1..rank).rev() {
