@@ -1336,15 +1336,37 @@ impl<'m> Lower<'m> {
         let LV::V(general) = self.read_general(ai, cs, coords, inb)? else {
             return self.err("internal: a varying read gave a uniform value");
         };
-        self.br(&join);
-        self.block(&join);
+        Ok(LV::V(self.join_lanes(
+            s,
+            [&quick, &general],
+            [&fast, &slow],
+            &join,
+        )))
+    }
+
+    /// Ends the current block (the second of a `fork`) with a branch to `join`, starts `join`
+    /// and merges per lane the values (of `s`) of the fork's two sides, which ended in
+    /// blocks `from`.
+    fn join_lanes(
+        &mut self,
+        s: ScalarType,
+        sides: [&[String]; 2],
+        from: [&str; 2],
+        join: &str,
+    ) -> Vec<String> {
+        self.br(join);
+        self.block(join);
         let t = self.ty(s, false);
-        let out = quick
+        sides[0]
             .iter()
-            .zip(&general)
-            .map(|(q, g)| self.def(format!("phi {t} [ {q}, %{fast} ], [ {g}, %{slow} ]")))
-            .collect();
-        Ok(LV::V(out))
+            .zip(sides[1])
+            .map(|(q, g)| {
+                self.def(format!(
+                    "phi {t} [ {q}, %{} ], [ {g}, %{} ]",
+                    from[0], from[1]
+                ))
+            })
+            .collect()
     }
 
     /// `read_offset`: the elements at `index + off` (`off` of type `ot`), in range. On the
@@ -1487,15 +1509,12 @@ impl<'m> Lower<'m> {
         self.br(&join);
         self.block(&slow);
         let general = lanes(self)?;
-        self.br(&join);
-        self.block(&join);
-        let t = self.ty(s, false);
-        let out = quick
-            .iter()
-            .zip(&general)
-            .map(|(q, g)| self.def(format!("phi {t} [ {q}, %{fast} ], [ {g}, %{slow} ]")))
-            .collect();
-        Ok(LV::V(out))
+        Ok(LV::V(self.join_lanes(
+            s,
+            [&quick, &general],
+            [&fast, &slow],
+            &join,
+        )))
     }
 
     /// [`Self::read`] in general: clamped (or wrapped, or checked) coordinates and, when
