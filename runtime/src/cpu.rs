@@ -1,6 +1,6 @@
 //! The CPU device: compile once per program text (in-memory cache) with Cranelift or LLVM,
 //! marshal arrays into the kernel ABI's planes (docs/abi.md), and split the launch over the
-//! rayon pool.
+//! launch pool (`pool.rs`).
 
 use crate::buffer::HostBuffer;
 use crate::cache::Lru;
@@ -10,7 +10,6 @@ use crate::plan::check_ranges;
 use crate::planes::{read_output, Plane};
 use crate::prepare::Prepared;
 use crate::watchdog::{AbortFlag, Watch, NEVER};
-use rayon::prelude::*;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use weft_backend_cranelift::abi::{lanes, Layout, PAD};
@@ -305,7 +304,7 @@ impl CpuDevice {
 
     /// Runs kernel `name` of `m` over `grid` (DESIGN §2 kernel mode), like
     /// [`weft_ir::Interpreter::run_kernel`]: buffers are updated in place; work-groups run in
-    /// parallel on the rayon pool, the work-items of each the MCUDA way (docs/kernel-mode.md).
+    /// parallel on the launch pool, the work-items of each the MCUDA way (docs/kernel-mode.md).
     ///
     /// # Errors
     /// Arguments that do not match the kernel's parameters (named), or a compile error.
@@ -428,7 +427,7 @@ impl CpuDevice {
         Ok(())
     }
 
-    /// Runs work-groups `0 .. n` of `kernel` with context `ctx`, in chunks over the rayon
+    /// Runs work-groups `0 .. n` of `kernel` with context `ctx`, in chunks over the launch
     /// pool, under the device's time budget.
     ///
     /// # Safety
@@ -461,7 +460,7 @@ impl CpuDevice {
                         unsafe { entry(ctx.0.as_ptr(), lo as i64, hi as i64) }
                     }
                 };
-                ranges.par_iter().for_each(|&(lo, hi)| run(lo, hi));
+                crate::pool::run(ranges.len(), &|i| run(ranges[i].0, ranges[i].1));
             },
         )
     }
@@ -966,7 +965,7 @@ impl Launch {
     }
 
     /// Runs the kernel over every element: on the calling thread for small launches, else in
-    /// chunks (whole blocks) over the rayon pool, under the device's time budget.
+    /// chunks over the launch pool, under the device's time budget.
     ///
     /// # Errors
     /// [`RuntimeError::Timeout`] when the run took longer than the budget: it stopped early

@@ -6,7 +6,7 @@
 //!
 //! Protocol: a launch publishes its [`Job`] and makes the epoch odd (open); workers that
 //! see the new epoch register in `active`, re-check that the epoch is unchanged, then claim
-//! pieces from the job's counter. The caller claims pieces as well, waits until every piece
+//! pieces from their own share of the job, then from the others'. The caller claims pieces as well, waits until every piece
 //! is done, makes the epoch even (closed) and waits until no worker is registered: after
 //! that no worker reads the job, which lives on the caller's stack.
 
@@ -17,12 +17,15 @@ use std::time::{Duration, Instant};
 /// How long an idle worker spins before it sleeps.
 const SPIN: Duration = Duration::from_millis(2);
 
-/// One launch's pieces: `f(i)` for `i` in `0..n`.
+/// One launch's pieces: `f(i)` for `i` in `0..n`, dealt into one contiguous share per thread
+/// (the caller's first): each thread runs its own share first — the same pieces as in the
+/// previous launch of the same size, whose data its cache still holds — then takes what is
+/// left of the others'.
 struct Job {
     /// The work, its lifetime erased: valid while the job is published.
     f: *const (dyn Fn(usize) + Sync),
-    n: usize,
-    next: AtomicUsize,
+    /// Per share: the next piece to claim, and the share's end.
+    shares: Vec<(AtomicUsize, usize)>,
     done: AtomicUsize,
 }
 
@@ -62,7 +65,7 @@ fn pool() -> &'static Pool {
         for k in 0..wanted {
             let spawned = std::thread::Builder::new()
                 .name(format!("weft-cpu-{k}"))
-                .spawn(move || worker(shared));
+                .spawn(move || worker(shared, k + 1));
             if spawned.is_ok() {
                 workers += 1;
             }
@@ -91,10 +94,12 @@ pub(crate) fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
     // SAFETY: only the lifetime is erased; the job is withdrawn (closed, no worker
     // registered) before this function returns.
     let f: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(f) };
+    let threads = p.workers + 1;
     let job = Job {
         f,
-        n,
-        next: AtomicUsize::new(0),
+        shares: (0..threads)
+            .map(|t| (AtomicUsize::new(t * n / threads), (t + 1) * n / threads))
+            .collect(),
         done: AtomicUsize::new(0),
     };
     s.job.store(&job as *const Job as *mut Job, SeqCst);
@@ -103,7 +108,7 @@ pub(crate) fn run(n: usize, f: &(dyn Fn(usize) + Sync)) {
         let _g = s.sleep.lock().unwrap_or_else(|e| e.into_inner());
         s.wake.notify_all();
     }
-    claim(&job);
+    claim(&job, 0);
     wait_until(|| job.done.load(SeqCst) >= n);
     s.epoch.fetch_add(1, SeqCst);
     wait_until(|| s.active.load(SeqCst) == 0);
@@ -125,25 +130,30 @@ fn wait_until(ready: impl Fn() -> bool) {
     }
 }
 
-/// Claims and runs the job's pieces until none is left.
-fn claim(job: &Job) {
-    loop {
-        let i = job.next.fetch_add(1, SeqCst);
-        if i >= job.n {
-            return;
+/// Claims and runs pieces until none is left: share `me` first, then the others' in turn.
+fn claim(job: &Job, me: usize) {
+    let k = job.shares.len();
+    for s in (0..k).map(|j| (me + j) % k) {
+        let (next, end) = (&job.shares[s].0, job.shares[s].1);
+        loop {
+            let i = next.fetch_add(1, SeqCst);
+            if i >= end {
+                break;
+            }
+            // SAFETY: the job is published, so `f` is alive (see `run`).
+            let f = unsafe { &*job.f };
+            // A panic is reported on stderr and the piece counts as done, so the launch
+            // ends (the kernels themselves do not unwind).
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(i))).is_err() {
+                eprintln!("weft: a CPU launch piece panicked");
+            }
+            job.done.fetch_add(1, SeqCst);
         }
-        // SAFETY: the job is published, so `f` is alive (see `run`).
-        let f = unsafe { &*job.f };
-        // A panic is reported by the caller's thread; a worker's piece counts as done so
-        // the launch ends (the kernels themselves do not unwind).
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(i))).is_err() {
-            eprintln!("weft: a CPU launch piece panicked");
-        }
-        job.done.fetch_add(1, SeqCst);
     }
 }
 
-fn worker(s: &'static Shared) {
+/// Worker `me` (1 ..= workers; the caller is 0).
+fn worker(s: &'static Shared, me: usize) {
     let mut seen = s.epoch.load(SeqCst);
     loop {
         // Wait for a new epoch: spin, then sleep.
@@ -178,7 +188,7 @@ fn worker(s: &'static Shared) {
                 // SAFETY: the epoch is still the job's, and the caller waits for `active`
                 // to drop to zero before withdrawing it.
                 let job = unsafe { &*s.job.load(SeqCst) };
-                claim(job);
+                claim(job, me);
             }
             s.active.fetch_sub(1, SeqCst);
         }
