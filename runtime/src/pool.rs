@@ -194,3 +194,34 @@ fn worker(s: &'static Shared, me: usize) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every piece runs exactly once, also when several threads launch at once (all but one
+    /// of them then run their pieces on their own thread) and for empty and one-piece jobs.
+    #[test]
+    fn every_piece_runs_exactly_once() {
+        let launchers: Vec<_> = (0..4)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for n in [0usize, 1, 2, 7, 64, 1000] {
+                        let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+                        run(n, &|i| {
+                            hits[i].fetch_add(1, SeqCst);
+                        });
+                        let counts: Vec<usize> = hits.iter().map(|h| h.load(SeqCst)).collect();
+                        assert!(
+                            counts.iter().all(|&c| c == 1),
+                            "thread {t}, {n} pieces: {counts:?}"
+                        );
+                    }
+                })
+            })
+            .collect();
+        for l in launchers {
+            l.join().expect("a launcher panicked");
+        }
+    }
+}
