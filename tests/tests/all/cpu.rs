@@ -113,8 +113,9 @@ fn stencil_src(r: usize, ty: &str, mode: &str, off: &[i32]) -> String {
 
 fn pattern(elem: Type, shape: &[usize]) -> HostArray {
     let n: usize = shape.iter().product();
-    let (s, _) = elem.lanes().expect("scalar");
-    let data = (0..n as u64)
+    let (s, lanes) = elem.lanes().expect("scalar or tuple");
+    // Element-major lanes: a tuple's lanes get different values.
+    let data = (0..(n * lanes as usize) as u64)
         .map(|i| {
             let x = i.wrapping_mul(2654435761) % 1000;
             if s.is_float() {
@@ -292,10 +293,11 @@ fn three_reads_src(r: usize, ty: &str, mode: &str, offs: [&[i32]; 3]) -> String 
     )
 }
 
-/// Stencil launches split into an interior (in-bounds reads, `passes::partition`) and a
+/// Stencil launches split into an interior (offset reads, `passes::partition`) and a
 /// border: every boundary mode, offsets up to ±3 on each axis, a second array larger or
-/// smaller than the launch, and shapes from smaller than the stencil to several blocks wide
-/// give the interpreter's bits on both CPU compilers.
+/// smaller than the launch, shapes from smaller than the stencil to several blocks wide, and
+/// element types of every storage class (4- and 8-byte lanes, narrow integers, f16, a tuple
+/// of two planes) give the interpreter's bits on both CPU compilers.
 #[test]
 fn partitioned_stencils_match_the_interpreter() {
     let devs = [
@@ -323,8 +325,13 @@ fn partitioned_stencils_match_the_interpreter() {
         vec![5, 6, 21],
     ] {
         let r = shape.len();
-        for ty in ["f32", "i32", "f64"] {
-            for mode in ["clamp", "repeat", "constant(3)"] {
+        for ty in ["f32", "i32", "f64", "i64", "u8", "f16", "<2 x f32>"] {
+            let three = if ty.starts_with('<') {
+                "constant((3, 3))"
+            } else {
+                "constant(3)"
+            };
+            for mode in ["clamp", "repeat", three] {
                 let mut off = || -> Vec<i32> { (0..r).map(|_| next(7) as i32 - 3).collect() };
                 let (o1, o2, o3) = (off(), off(), off());
                 let bshape: Vec<usize> = shape
@@ -355,5 +362,5 @@ fn partitioned_stencils_match_the_interpreter() {
             }
         }
     }
-    assert_eq!(cases, 10 * 3 * 3);
+    assert_eq!(cases, 10 * 7 * 3);
 }
