@@ -156,16 +156,10 @@ pub(crate) struct Lowerer<'a, 'b> {
     /// A 2-D/3-D launch that uses `index`: the block base's coordinates (carried by the
     /// block loop, so no block divides) and the launch's extents (each at least 1).
     first: Option<(Vec<CV>, Vec<CV>)>,
-    /// The block-loop version being lowered for a 2-D/3-D launch with `read_offset`s:
-    /// `Some(true)` when the block's lanes lie in one row (offset reads are whole vectors, no
-    /// test), `Some(false)` when they do not; `None` outside such a loop (each offset read
-    /// tests).
-    rowwise: Option<bool>,
-    /// Per `read_offset` op with a uniform offset: the offset's distance in bytes in its
-    /// array (row-major), computed once before the block loop.
-    offset_delta: std::collections::HashMap<weft_ir::Op, CV>,
-    /// In the row loop of the block loop: per `read_offset` op, each plane's address of the
-    /// element its block's lane 0 reads (carried by the loop, advanced a block at a time).
+    /// In the row loop of the block loop (whole blocks inside one row of the launch): per
+    /// `read_offset` op, each plane's address of the element its block's lane 0 reads
+    /// (carried by the loop, advanced a block at a time). Empty elsewhere: offset reads then
+    /// gather.
     offset_addr: std::collections::HashMap<weft_ir::Op, Vec<CV>>,
     /// Kernels: the work-group being lowered.
     group: Option<group::GroupState>,
@@ -885,8 +879,6 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             launch_word: layout.launch,
             iota: None,
             first: None,
-            rowwise: None,
-            offset_delta: Default::default(),
             offset_addr: Default::default(),
             group: None,
             abort: None,
@@ -943,7 +935,8 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         }
         // Offset reads with a uniform offset known here: the offset's bytes, once.
         let mut offset_arrays = Vec::new();
-        let mut offset_reads: Vec<(weft_ir::Op, usize)> = Vec::new();
+        // Per offset read: its op, its array, and the offset's distance in bytes.
+        let mut offset_reads: Vec<(weft_ir::Op, usize, CV)> = Vec::new();
         let mut offset_ops = Vec::new();
         p.walk(&mut |op| {
             if p.op(op).opcode == Opcode::ReadOffset {
@@ -960,8 +953,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             };
             let cs = elem_of(p.ty(d.args[1])).0;
             let delta = l.offset_bytes(ai, cs, &offs);
-            l.offset_delta.insert(op, delta);
-            offset_reads.push((op, ai));
+            offset_reads.push((op, ai, delta));
             if !offset_arrays.contains(&ai) {
                 offset_arrays.push(ai);
             }
@@ -998,10 +990,11 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         // A launch with offset reads: the body twice. Whole blocks inside one row of the
         // launch run a loop along the row (offset reads are plain vector loads at the row's
         // address, no test per block); the other blocks run the general body.
-        let versions: Vec<Option<bool>> = if uses_read_offset(p) {
-            vec![Some(true), Some(false)]
+        // Per version: whether it is the row loop.
+        let versions: &[bool] = if uses_read_offset(p) {
+            &[true, false]
         } else {
-            vec![None]
+            &[false]
         };
         let joined = l.b.create_block();
         let blocks: Vec<ir::Block> = versions.iter().map(|_| l.b.create_block()).collect();
@@ -1019,15 +1012,14 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         } else {
             l.b.ins().jump(blocks[0], &[]);
         }
-        for (&version, &blk) in versions.iter().zip(&blocks) {
+        for (&row, &blk) in versions.iter().zip(&blocks) {
             l.b.switch_to_block(blk);
-            l.rowwise = version;
             l.offset_addr.clear();
             // Facts computed while lowering one version name its values: none carry over.
             frame.consec.iter_mut().for_each(|c| *c = None);
             let (outer_base, outer_first) = (l.base, l.first.clone());
             let mut row_loop = None;
-            if version == Some(true) {
+            if row {
                 // The row loop: `b` from `base` by whole blocks while they fit in the row,
                 // carrying each offset read's addresses (one per plane).
                 let first = if rank > 1 {
@@ -1044,8 +1036,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 let b = l.b.append_block_param(inner, T::I64);
                 let mut steps = Vec::new();
                 let mut params: Vec<(weft_ir::Op, Vec<CV>)> = Vec::new();
-                for &(op, ai) in &offset_reads {
-                    let delta = l.offset_delta[&op];
+                for &(op, ai, delta) in &offset_reads {
                     let step = BLOCK as i64 * crate::abi::storage_bytes(l.arrays[ai].elem) as i64;
                     let mut ps = Vec::new();
                     for &row in &rows[&ai] {
@@ -1126,7 +1117,6 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             l.base = outer_base;
             l.first = outer_first;
         }
-        l.rowwise = None;
         l.offset_addr.clear();
         l.b.switch_to_block(joined);
         let next = l.b.ins().iadd_imm_s(base, BLOCK as i64);
@@ -1528,7 +1518,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 let (cs, _) = elem_of(aty(1));
                 let root = coord_root(p, &f.uni, d.args[1]);
                 let known = f.consec[root.index()];
-                Ok(vec![self.read(ai, cs, &args[1], res_uni, known, false)?])
+                Ok(vec![self.read(ai, cs, &args[1], res_uni, known)?])
             }
             O::ReadOffset => {
                 let LV::Array(ai) = args[0] else {
@@ -1968,8 +1958,8 @@ impl Lowerer<'_, '_> {
     }
 
     /// One gather: coordinates (i64 scalars, one per axis) to the element's lanes, with the
-    /// array's boundary mode applied (none for an in-bounds read, `inb`).
-    fn gather_one(&mut self, ai: usize, coords: &[CV], inb: bool) -> Vec<CV> {
+    /// array's boundary mode applied.
+    fn gather_one(&mut self, ai: usize, coords: &[CV]) -> Vec<CV> {
         let (dims, safe, planes, s, boundary) = {
             let a = &self.arrays[ai];
             (
@@ -1984,7 +1974,6 @@ impl Lowerer<'_, '_> {
         let mut inb_all = self.iconst(T::I8, 1);
         for (k, ((&c, &n), &(n_safe, hi))) in coords.iter().zip(&dims).zip(&safe).enumerate() {
             let c = match boundary {
-                _ if inb => c,
                 Boundary::Clamp => {
                     let zero = self.iconst(T::I64, 0);
                     let c = self.b.ins().smin(c, hi);
@@ -2028,7 +2017,7 @@ impl Lowerer<'_, '_> {
                 v = self.b.ins().icmp_imm_s(IntCC::NotEqual, v, 0);
             }
             let fallback = match boundary {
-                Boundary::Constant(k) if !inb => {
+                Boundary::Constant(k) => {
                     let c = Const::from_lanes(Type::scalar(s), &[k[l]]);
                     Some((self.constant(&c)[0], inb_all))
                 }
@@ -2051,7 +2040,6 @@ impl Lowerer<'_, '_> {
         coords: &LV,
         uniform: bool,
         consecutive: Option<CV>,
-        inb: bool,
     ) -> Result<LV, LowerError> {
         let s = self.arrays[ai].elem;
         let n = self.arrays[ai].planes.len();
@@ -2065,7 +2053,7 @@ impl Lowerer<'_, '_> {
         match coords {
             LV::U(cu) => {
                 let cu: Vec<CV> = cu.iter().map(|&x| to64(self, x)).collect();
-                let v = self.gather_one(ai, &cu, inb);
+                let v = self.gather_one(ai, &cu);
                 self.fix_read(uniform, s, LV::U(v))
             }
             LV::V(cv) if cs == ScalarType::I32 && contiguous_elem(s) => {
@@ -2086,20 +2074,16 @@ impl Lowerer<'_, '_> {
                     .collect();
                 let (ok, lin) = match consecutive {
                     // Lanes known consecutive (or not) from the coordinate's root: only lane
-                    // 0 and the range are checked here (an in-bounds read needs no range).
-                    Some(flag) if inb && cv.len() == 1 => {
-                        let first = self.b.ins().extractlane(cv[0][0], 0);
-                        (flag, self.b.ins().sextend(T::I64, first))
-                    }
+                    // 0 and the range are checked here.
                     Some(flag) if cv.len() == 1 => {
                         let (inr, lin) = self.first_in_range(ai, &cv[0]);
                         (self.b.ins().band(flag, inr), lin)
                     }
                     Some(flag) => {
-                        let (inr, lin) = self.consecutive_in_range(ai, cv, inb, false);
+                        let (inr, lin) = self.consecutive_in_range(ai, cv, false);
                         (self.b.ins().band(flag, inr), lin)
                     }
-                    None => self.consecutive_in_range(ai, cv, inb, true),
+                    None => self.consecutive_in_range(ai, cv, true),
                 };
                 self.b.ins().brif(ok, fast, &[], slow, &[]);
                 self.b.switch_to_block(fast);
@@ -2116,13 +2100,13 @@ impl Lowerer<'_, '_> {
                 }
                 self.b.ins().jump(merge, &args);
                 self.b.switch_to_block(slow);
-                let v = self.gather_lanes(ai, cs, cv, inb);
+                let v = self.gather_lanes(ai, cs, cv);
                 let args: Vec<BlockArg> = v.iter().flatten().map(|&x| BlockArg::Value(x)).collect();
                 self.b.ins().jump(merge, &args);
                 self.b.switch_to_block(merge);
                 Ok(LV::V(params))
             }
-            LV::V(cv) => Ok(LV::V(self.gather_lanes(ai, cs, cv, inb))),
+            LV::V(cv) => Ok(LV::V(self.gather_lanes(ai, cs, cv))),
             LV::Array(_) => self.err("array used as coordinates"),
         }
     }
@@ -2142,7 +2126,7 @@ impl Lowerer<'_, '_> {
     ) -> Result<LV, LowerError> {
         let cs = elem_of(ot).0;
         let s = self.arrays[ai].elem;
-        if let (Some(true), Some(addrs)) = (self.rowwise, self.offset_addr.get(&op).cloned()) {
+        if let Some(addrs) = self.offset_addr.get(&op).cloned() {
             if contiguous_elem(s) {
                 let parts = BLOCK / per_vector(s);
                 let v: Vec<Vec<CV>> = addrs
@@ -2170,7 +2154,7 @@ impl Lowerer<'_, '_> {
                     .collect()
             })
             .collect();
-        Ok(LV::V(self.gather_lanes(ai, cs, &cv, false)))
+        Ok(LV::V(self.gather_lanes(ai, cs, &cv)))
     }
 
     /// The distance in bytes of offset `offs` (uniform, of `cs`) in array `ai`: row-major
@@ -2226,15 +2210,9 @@ impl Lowerer<'_, '_> {
 
     /// Whether the block's `i32` coordinates `cv` (one varying lane per axis) address
     /// consecutive elements along the last axis, the same index on the others, all inside
-    /// the array (known for an in-bounds read, `inb`); and the linear position of lane 0
-    /// (i64). Without `follow` the lanes are known to follow (only the range is checked).
-    fn consecutive_in_range(
-        &mut self,
-        ai: usize,
-        cv: &[Vec<CV>],
-        inb: bool,
-        follow: bool,
-    ) -> (CV, CV) {
+    /// the array; and the linear position of lane 0 (i64). Without `follow` the lanes are
+    /// known to follow (only the range is checked).
+    fn consecutive_in_range(&mut self, ai: usize, cv: &[Vec<CV>], follow: bool) -> (CV, CV) {
         let (dims, safe) = {
             let a = &self.arrays[ai];
             (a.dims.clone(), a.safe.clone())
@@ -2249,20 +2227,18 @@ impl Lowerer<'_, '_> {
             }
             let first = self.b.ins().extractlane(lane[0], 0);
             let c = self.b.ins().sextend(T::I64, first);
-            if !inb {
-                let ge0 = self
-                    .b
-                    .ins()
-                    .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
-                ok = self.b.ins().band(ok, ge0);
-                let last = if k + 1 == rank {
-                    self.b.ins().iadd_imm_s(c, BLOCK as i64 - 1)
-                } else {
-                    c
-                };
-                let lt = self.b.ins().icmp(IntCC::SignedLessThan, last, dims[k]);
-                ok = self.b.ins().band(ok, lt);
-            }
+            let ge0 = self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
+            ok = self.b.ins().band(ok, ge0);
+            let last = if k + 1 == rank {
+                self.b.ins().iadd_imm_s(c, BLOCK as i64 - 1)
+            } else {
+                c
+            };
+            let lt = self.b.ins().icmp(IntCC::SignedLessThan, last, dims[k]);
+            ok = self.b.ins().band(ok, lt);
             lin = if k == 0 {
                 c
             } else {
@@ -2274,13 +2250,7 @@ impl Lowerer<'_, '_> {
     }
 
     /// A varying read, one gather per lane: per tuple lane, its vectors.
-    fn gather_lanes(
-        &mut self,
-        ai: usize,
-        cs: ScalarType,
-        cv: &[Vec<CV>],
-        inb: bool,
-    ) -> Vec<Vec<CV>> {
+    fn gather_lanes(&mut self, ai: usize, cs: ScalarType, cv: &[Vec<CV>]) -> Vec<Vec<CV>> {
         let s = self.arrays[ai].elem;
         let n = self.arrays[ai].planes.len();
         {
@@ -2298,7 +2268,7 @@ impl Lowerer<'_, '_> {
                             }
                         })
                         .collect();
-                    for (l, v) in self.gather_one(ai, &c, inb).into_iter().enumerate() {
+                    for (l, v) in self.gather_one(ai, &c).into_iter().enumerate() {
                         per_lane[l].push(v);
                     }
                 }

@@ -190,11 +190,9 @@ pub(crate) struct Lower<'m> {
     /// coordinates carried by the block loop (`%cy0 …`, phis of `head`) and the launch's
     /// extents (each at least 1), so offset reads divide nothing.
     carried: Option<(Vec<String>, Vec<String>)>,
-    /// The host block loop's version being lowered for a program with `read_offset`:
-    /// `Some(true)` in the loop along a row (whole blocks inside one row of the launch:
-    /// offset reads are vector loads, no test), `Some(false)` for the other blocks (offset
-    /// reads go lane by lane), `None` elsewhere (each offset read tests).
-    rowwise: Option<bool>,
+    /// Lowering the host block loop's row loop of a program with `read_offset` (whole blocks
+    /// inside one row of the launch: offset reads are vector loads, stores need no mask).
+    row_loop: bool,
     /// A host kernel's work-group state (docs/kernel-mode.md, MCUDA).
     group: Option<group::Group>,
     /// Host code of a program with loops: the launch's abort flag (a `ptr`), which every
@@ -1223,8 +1221,8 @@ impl<'m> Lower<'m> {
     /// varying read on the host first checks whether each half of the block's lanes
     /// addresses consecutive elements of one row inside the array — a stencil's
     /// `index + c`, a reduction's rows — and then loads two vectors instead of gathering
-    /// lane by lane. An
-    /// in-bounds read (`inb`, `read_inbounds`) skips every range check.
+    /// lane by lane. With `inb` (a GPU thread's `read_offset`) the coordinates are known to
+    /// be in range and skip every range check.
     fn read(
         &mut self,
         ai: usize,
@@ -1336,109 +1334,69 @@ impl<'m> Lower<'m> {
         let LV::V(general) = self.read_general(ai, cs, coords, inb)? else {
             return self.err("internal: a varying read gave a uniform value");
         };
-        Ok(LV::V(self.join_lanes(
-            s,
-            [&quick, &general],
-            [&fast, &slow],
-            &join,
-        )))
-    }
-
-    /// Ends the current block (the second of a `fork`) with a branch to `join`, starts `join`
-    /// and merges per lane the values (of `s`) of the fork's two sides, which ended in
-    /// blocks `from`.
-    fn join_lanes(
-        &mut self,
-        s: ScalarType,
-        sides: [&[String]; 2],
-        from: [&str; 2],
-        join: &str,
-    ) -> Vec<String> {
-        self.br(join);
-        self.block(join);
+        self.br(&join);
+        self.block(&join);
         let t = self.ty(s, false);
-        sides[0]
+        let out = quick
             .iter()
-            .zip(sides[1])
-            .map(|(q, g)| {
-                self.def(format!(
-                    "phi {t} [ {q}, %{} ], [ {g}, %{} ]",
-                    from[0], from[1]
-                ))
-            })
-            .collect()
+            .zip(&general)
+            .map(|(q, g)| self.def(format!("phi {t} [ {q}, %{fast} ], [ {g}, %{slow} ]")))
+            .collect();
+        Ok(LV::V(out))
     }
 
-    /// `read_offset`: the elements at `index + off` (`off` of type `ot`), in range. On the
-    /// host with a uniform offset, a whole block whose lanes lie in one row of the launch
-    /// loads one vector at lane 0's position (from the block base's coordinates); other
-    /// blocks, GPU threads and varying offsets add the offset to `index` and read.
+    /// `read_offset`: the elements at `index + off` (`off` of type `ot`), in range. In the
+    /// host block loop's row loop (whole blocks inside one row of the launch) with a uniform
+    /// offset: one vector load at lane 0's position, from the block's carried coordinates.
+    /// Otherwise `index + off` read as `read` reads: under the boundary mode on the host
+    /// (no change inside the launch; a partial block's lanes past it stay inside the
+    /// array), in bounds for a GPU thread (its element is inside the launch).
     fn read_offset(&mut self, ai: usize, ot: Type, off: &LV) -> Result<LV, LowerError> {
         let (cs, rank) = elem_of(ot);
         let u = self.scalar;
+        if let (true, LV::U(offs)) = (self.row_loop, off) {
+            let first = match self.carried.clone() {
+                Some((first, _)) if first.len() == rank => first,
+                _ => vec![self.base.clone()],
+            };
+            return Ok(LV::V(self.row_load(ai, cs, &first, offs)));
+        }
+        let ix = self.index(ot);
+        let t = self.ty(cs, u);
+        let coords: Vec<String> = (0..rank)
+            .map(|k| {
+                let (a, b) = (lane_of(&ix, k).v, self.lane_as(cs, &lane_of(off, k), u));
+                self.def(format!("add {t} {a}, {b}"))
+            })
+            .collect();
+        let coords = if u { LV::U(coords) } else { LV::V(coords) };
+        self.read(ai, cs, &coords, u)
+    }
+
+    /// The block's elements of array `ai` at `first + offs` and the following positions on
+    /// the last axis: one vector load per plane (`first`: lane 0's coordinates, i64;
+    /// `offs`: the uniform offset, of `cs`).
+    fn row_load(
+        &mut self,
+        ai: usize,
+        cs: ScalarType,
+        first: &[String],
+        offs: &[String],
+    ) -> Vec<String> {
+        let w = self.w();
         let (s, planes, adims, space) = {
             let a = &self.arrays[ai];
             (a.elem, a.planes.clone(), a.dims.clone(), a.space)
         };
-        let LV::U(offs) = off else {
-            let ix = self.index(ot);
-            let t = self.ty(cs, u);
-            let coords: Vec<String> = (0..rank)
-                .map(|k| {
-                    let (a, b) = (lane_of(&ix, k).v, self.lane_as(cs, &lane_of(off, k), u));
-                    self.def(format!("add {t} {a}, {b}"))
-                })
-                .collect();
-            let coords = if u { LV::U(coords) } else { LV::V(coords) };
-            return self.read(ai, cs, &coords, u);
-        };
-        let offs: Vec<String> = offs
-            .iter()
-            .map(|x| {
-                if cs.bits() == 64 {
-                    x.clone()
-                } else {
-                    self.def(format!("sext {} {x} to i64", lty(cs)))
-                }
-            })
-            .collect();
-        if u {
-            // One element per thread: its coordinates plus the offset, in i64.
-            let ix = self.index(ot);
-            let coords: Vec<String> = (0..rank)
-                .map(|k| {
-                    let c = lane_of(&ix, k).v;
-                    let c = if cs.bits() == 64 {
-                        c
-                    } else {
-                        self.def(format!("sext {} {c} to i64", lty(cs)))
-                    };
-                    self.def(format!("add nsw i64 {c}, {}", offs[k]))
-                })
-                .collect();
-            return self.read_general(ai, ScalarType::I64, &LV::U(coords), true);
-        }
-        let w = self.w();
-        // Lane 0's coordinates: carried by the block loop, or the block base divided by the
-        // launch's extents.
-        let (first, dims) = match self.carried.clone() {
-            Some(c) if c.0.len() == rank => c,
-            _ => {
-                let dims = self.launch_dims(rank);
-                let mut first = vec![String::new(); rank];
-                let mut rest = self.base.clone();
-                for k in (1..rank).rev() {
-                    first[k] = self.def(format!("urem i64 {rest}, {}", dims[k]));
-                    rest = self.def(format!("udiv i64 {rest}, {}", dims[k]));
-                }
-                first[0] = rest;
-                (first, dims)
-            }
-        };
         // Lane 0's element, row-major over the array's extents (each at least 1).
         let mut lin = String::new();
-        for k in 0..rank {
-            let c = self.def(format!("add nsw i64 {}, {}", first[k], offs[k]));
+        for (k, o) in offs.iter().enumerate() {
+            let o = if cs.bits() == 64 {
+                o.clone()
+            } else {
+                self.def(format!("sext {} {o} to i64", lty(cs)))
+            };
+            let c = self.def(format!("add nsw i64 {}, {o}", first[k]));
             lin = if k == 0 {
                 c
             } else {
@@ -1452,69 +1410,17 @@ impl<'m> Lower<'m> {
                 self.def(format!("add nsw i64 {t}, {c}"))
             };
         }
-        let st = storage_ty(s);
-        let bytes = storage_bytes(s);
-        let vt = format!("<{w} x {st}>");
-        let load = |me: &mut Self| -> Vec<String> {
-            planes
-                .iter()
-                .map(|plane| {
-                    let a = me.def(format!(
-                        "getelementptr inbounds {st}, {space} {plane}, i64 {lin}"
-                    ));
-                    let raw = me.def(format!("load {vt}, {space} {a}, align {bytes}"));
-                    me.load_conv(s, &raw, false)
-                })
-                .collect()
-        };
-        // Lane by lane: each lane's coordinates by division, plus the offset, read under the
-        // boundary mode (no change inside the launch; a partial block's lanes past it stay
-        // inside the array). Adds no blocks.
-        let lanes = |me: &mut Self| -> Result<Vec<String>, LowerError> {
-            let t64 = format!("<{w} x i64>");
-            let b = me.base.clone();
-            let sb = me.splat(ScalarType::I64, &b);
-            let iota: Vec<String> = (0..w).map(|j| format!("i64 {j}")).collect();
-            let mut rest = me.def(format!("add {t64} {sb}, <{}>", iota.join(", ")));
-            let mut coords = vec![String::new(); rank];
-            for k in (0..rank).rev() {
-                let dv = me.splat(ScalarType::I64, &dims[k]);
-                let c = me.def(format!("urem {t64} {rest}, {dv}"));
-                rest = me.def(format!("udiv {t64} {rest}, {dv}"));
-                let ov = me.splat(ScalarType::I64, &offs[k]);
-                coords[k] = me.def(format!("add nsw {t64} {c}, {ov}"));
-            }
-            match me.read_general(ai, ScalarType::I64, &LV::V(coords), false)? {
-                LV::V(v) => Ok(v),
-                _ => me.err("internal: a varying read gave a uniform value"),
-            }
-        };
-        match self.rowwise {
-            // The block loop's versions: the row loop's blocks are whole and in one row.
-            Some(true) => return Ok(LV::V(load(self))),
-            Some(false) => return Ok(LV::V(lanes(self)?)),
-            None => {}
-        }
-        // A whole block (not the launch's partial last one), inside one row.
-        let base = self.base.clone();
-        let last = self.def(format!("add i64 {base}, {w}"));
-        let mut ok = self.def(format!("icmp sle i64 {last}, %end"));
-        if rank > 1 {
-            let end = self.def(format!("add i64 {}, {w}", first[rank - 1]));
-            let inrow = self.def(format!("icmp ule i64 {end}, {}", dims[rank - 1]));
-            ok = self.def(format!("and i1 {ok}, {inrow}"));
-        }
-        let (fast, slow, join) = self.fork(&ok, "ro");
-        let quick = load(self);
-        self.br(&join);
-        self.block(&slow);
-        let general = lanes(self)?;
-        Ok(LV::V(self.join_lanes(
-            s,
-            [&quick, &general],
-            [&fast, &slow],
-            &join,
-        )))
+        let (st, bytes) = (storage_ty(s), storage_bytes(s));
+        planes
+            .iter()
+            .map(|plane| {
+                let a = self.def(format!(
+                    "getelementptr inbounds {st}, {space} {plane}, i64 {lin}"
+                ));
+                let raw = self.def(format!("load <{w} x {st}>, {space} {a}, align {bytes}"));
+                self.load_conv(s, &raw, false)
+            })
+            .collect()
     }
 
     /// [`Self::read`] in general: clamped (or wrapped, or checked) coordinates and, when
@@ -2312,7 +2218,7 @@ pub(crate) fn lower(
         base: "%base".into(),
         scalar,
         carried: None,
-        rowwise: None,
+        row_loop: false,
         group: None,
         abort: None,
     };
@@ -2488,7 +2394,7 @@ pub(crate) fn lower(
         l.block("row");
         l.line("%rb = phi i64 [ %base, %row.pre ], [ %rb.next, %row.latch ]");
         l.base = "%rb".into();
-        l.rowwise = Some(true);
+        l.row_loop = true;
         let outer = l.carried.clone();
         if let Some((cy, dims)) = &outer {
             let last = rank - 1;
@@ -2528,11 +2434,10 @@ pub(crate) fn lower(
         l.br("head");
         l.carried = outer;
         l.base = "%base".into();
-        l.rowwise = Some(false);
+        l.row_loop = false;
         l.block("gen");
     }
     block_body(&mut l, &mut f, p, flavor, &varying, &out_planes)?;
-    l.rowwise = None;
     l.br("latch");
     let mut text = String::new();
     text.push_str(header);
@@ -2645,10 +2550,10 @@ fn block_body(
             stores.push((*s, pl.clone(), x));
         }
     }
-    match (&mask, l.rowwise) {
+    match (&mask, l.row_loop) {
         // A host block that may be partial: lanes past `%end` are not stored (a launch's
         // ranges may end anywhere, and the next range may be another thread's).
-        (Some(m), None | Some(false)) => {
+        (Some(m), false) => {
             let base = l.base.clone();
             let last = l.def(format!("add i64 {base}, {w}"));
             let full = l.def(format!("icmp sle i64 {last}, %end"));

@@ -90,11 +90,17 @@ pub struct CpuProgram {
     /// The interior variant of a stencil program and its footprint
     /// (`weft_ir::passes::partition`): run over the launch's interior, `code` over the rest.
     interior: Option<(Arc<HostCode>, Footprint)>,
+    /// The last launch's split, by launch shape and the extents of the arrays the footprint
+    /// reads: an iterated stencil launches the same shapes again and again.
+    last_split: Mutex<Option<SplitKey>>,
 }
 
 /// The ranges of a launch split into interior and border (`weft_ir::passes::partition::split`)
 /// and the interior variant's code.
-type Split = (Arc<HostCode>, Vec<(std::ops::Range<usize>, bool)>);
+type Split = (Arc<HostCode>, Arc<[(std::ops::Range<usize>, bool)]>);
+
+/// A launch shape, the read arrays' extents, and the split they give.
+type SplitKey = (Vec<usize>, Vec<Vec<usize>>, Option<Split>);
 
 impl CpuProgram {
     /// The interior/border split of a launch of `shape` whose array parameter `i` has the
@@ -102,12 +108,27 @@ impl CpuProgram {
     /// interior range.
     fn split(&self, shape: &[usize], extents: impl Fn(usize) -> Vec<usize>) -> Option<Split> {
         let (code, fp) = self.interior.as_ref()?;
-        let bx = fp.interior(shape, extents);
+        let ext: Vec<Vec<usize>> = fp.reads.iter().map(|(i, _)| extents(*i)).collect();
+        let mut last = self.last_split.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((s, e, split)) = &*last {
+            if s == shape && *e == ext {
+                return split.clone();
+            }
+        }
+        let bx = fp.interior(shape, |i| {
+            let k = fp.reads.iter().position(|r| r.0 == i).unwrap_or(0);
+            ext[k].clone()
+        });
         // Kernels store only their ranges' elements, so interior ranges need no alignment;
         // aligned ones keep the interior's vector loads and stores on cache-line boundaries
         // (measured faster on Jacobi, docs/performance.md).
         let segs = partition::split(shape, &bx, PAD);
-        segs.iter().any(|s| s.1).then(|| (code.clone(), segs))
+        let split = segs
+            .iter()
+            .any(|s| s.1)
+            .then(|| (code.clone(), Arc::from(segs)));
+        *last = Some((shape.to_vec(), ext, split.clone()));
+        split
     }
 }
 
@@ -212,6 +233,7 @@ impl CpuDevice {
             prepared,
             code,
             interior,
+            last_split: Mutex::new(None),
         });
         Ok(self.lock_programs().get_or_insert(key, p))
     }
@@ -766,7 +788,7 @@ fn run_split(kernel: &HostCode, split: Option<&Split>, ctx: &Ctx, n: usize, abor
         }
     };
     let whole = [(0..n, false)];
-    let segs = split.map_or(&whole[..], |(_, s)| s.as_slice());
+    let segs = split.map_or(&whole[..], |(_, s)| &s[..]);
     if n <= SERIAL_LIMIT {
         for (r, inside) in segs {
             run(r.start, r.end, *inside);

@@ -741,8 +741,6 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             launch_word: layout.launch,
             iota: None,
             first: None,
-            rowwise: None,
-            offset_delta: Default::default(),
             offset_addr: Default::default(),
             group: None,
             abort: None,
