@@ -173,8 +173,9 @@ impl HostKernel {
 ///
 /// The kernel's parameters are the context words of [`Layout`] as `u64` values (device
 /// pointers for planes, storage bits for uniforms, extents), then `begin: i64` and
-/// `end: i64`; each thread handles elements `begin + tid, begin + tid + stride, …` below
-/// `end`, where `tid` is its global thread index and `stride` the grid's thread count.
+/// `end: i64`; each thread handles blocks of four elements `begin + 4·tid …`, stepping by
+/// four times the grid's thread count, or single elements `begin + tid, begin + tid +
+/// stride, …` below `end` (docs/abi.md, "The PTX kernel"), so any grid is correct.
 #[derive(Clone, Debug)]
 pub struct PtxKernel {
     /// PTX assembly.

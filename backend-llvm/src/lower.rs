@@ -1124,20 +1124,28 @@ impl<'m> Lower<'m> {
         if !u {
             return self.index_blocks(s, rank, e);
         }
+        let per_axis = self.coords64(rank);
+        LV::U(per_axis.into_iter().map(|c| narrow(self, c)).collect())
+    }
+
+    /// The coordinates (i64, outermost axis first) of a scalar element `self.base` of a
+    /// launch of rank `rank`: a division per inner axis, none for the outermost (the element
+    /// is inside the launch). The same expressions every time, so LLVM's GVN keeps one copy.
+    fn coords64(&mut self, rank: usize) -> Vec<String> {
+        if let Some((c, _)) = &self.carried {
+            if c.len() == rank {
+                return c.clone();
+            }
+        }
         let dims = self.launch_dims(rank);
         let mut per_axis = vec![String::new(); rank];
-        let mut rest = e;
-        for k in (0..rank).rev() {
-            let dv = self.splat(ScalarType::I64, &dims[k]);
-            let c = self.def(format!("urem {t64} {rest}, {dv}"));
-            rest = self.def(format!("udiv {t64} {rest}, {dv}"));
-            per_axis[k] = narrow(self, c);
+        let mut rest = self.base.clone();
+        for k in (1..rank).rev() {
+            per_axis[k] = self.def(format!("urem i64 {rest}, {}", dims[k]));
+            rest = self.def(format!("udiv i64 {rest}, {}", dims[k]));
         }
-        if u {
-            LV::U(per_axis)
-        } else {
-            LV::V(per_axis)
-        }
+        per_axis[0] = rest;
+        per_axis
     }
 
     /// The launch's first `rank` extents, each at least 1 (i64).
@@ -1361,6 +1369,9 @@ impl<'m> Lower<'m> {
             };
             return Ok(LV::V(self.row_load(ai, cs, &first, offs)));
         }
+        if let (true, LV::U(offs)) = (u, off) {
+            return Ok(LV::U(self.offset_load(ai, cs, offs)));
+        }
         let ix = self.index(ot);
         let t = self.ty(cs, u);
         let coords: Vec<String> = (0..rank)
@@ -1371,6 +1382,63 @@ impl<'m> Lower<'m> {
             .collect();
         let coords = if u { LV::U(coords) } else { LV::V(coords) };
         self.read(ai, cs, &coords, u)
+    }
+
+    /// A scalar element's `read_offset` of array `ai` (a GPU thread's): the element at
+    /// `index + offs` (`offs` of `cs`), addressed as the element at `index` (the same
+    /// expressions for every read of the array, kept once by GVN) plus the offset's
+    /// linearisation (loop-invariant, hoisted by LICM); no clamps, as the read is in range.
+    fn offset_load(&mut self, ai: usize, cs: ScalarType, offs: &[String]) -> Vec<String> {
+        let rank = offs.len();
+        let (s, planes, adims, space, writable) = {
+            let a = &self.arrays[ai];
+            (
+                a.elem,
+                a.planes.clone(),
+                a.dims.clone(),
+                a.space,
+                a.writable,
+            )
+        };
+        let invariant = if writable { "" } else { ", !invariant.load !0" };
+        let coords = self.coords64(rank);
+        let n1: Vec<String> = (0..rank)
+            .map(|k| {
+                self.intrinsic(
+                    "",
+                    "llvm.umax.i64",
+                    "i64",
+                    &[("i64".into(), adims[k].clone()), ("i64".into(), "1".into())],
+                )
+            })
+            .collect();
+        let (mut at, mut by) = (coords[0].clone(), String::new());
+        for k in 0..rank {
+            let o = if cs.bits() == 64 {
+                offs[k].clone()
+            } else {
+                self.def(format!("sext {} {} to i64", lty(cs), offs[k]))
+            };
+            if k == 0 {
+                by = o;
+            } else {
+                let t = self.def(format!("mul i64 {at}, {}", n1[k]));
+                at = self.def(format!("add i64 {t}, {}", coords[k]));
+                let t = self.def(format!("mul i64 {by}, {}", n1[k]));
+                by = self.def(format!("add i64 {t}, {o}"));
+            }
+        }
+        let (st, bytes) = (storage_ty(s), storage_bytes(s));
+        planes
+            .iter()
+            .map(|plane| {
+                // Not `inbounds`: the element at `index` may be outside a smaller array.
+                let a = self.def(format!("getelementptr {st}, {space} {plane}, i64 {at}"));
+                let a = self.def(format!("getelementptr {st}, {space} {a}, i64 {by}"));
+                let raw = self.def(format!("load {st}, {space} {a}, align {bytes}{invariant}"));
+                self.load_conv(s, &raw, true)
+            })
+            .collect()
     }
 
     /// The block's elements of array `ai` at `first + offs` and the following positions on
@@ -2293,6 +2361,9 @@ pub(crate) fn lower(
             )
         })
         .collect();
+    if flavor == Flavor::Ptx {
+        return ptx_map_kernel(l, f, &varying, &out_planes, header, sym, layout, fast);
+    }
     let w = l.w();
     // A 2-D/3-D launch with offset reads: the block base's coordinates, divided once from
     // `%begin` and carried by the loop (`latch` adds `w` with one carry per axis when the
@@ -2442,62 +2513,23 @@ pub(crate) fn lower(
     let mut text = String::new();
     text.push_str(header);
     let fattrs = host_fn_attrs(fast);
-    match flavor {
-        Flavor::Host => {
-            let _ = writeln!(text, "define void @{sym}(ptr noalias nocapture readonly %ctx, i64 %begin, i64 %end) #0 {{\nentry:");
-            text.push_str(&l.prelude);
-            let (row_in, head_phis) = if row_mode {
-                // The row loop's exit also enters `head`.
-                let phis: String = head_phis
-                    .lines()
-                    .zip(&row_phis)
-                    .map(|(line, extra)| format!("{line}, {extra}\n"))
-                    .collect();
-                (", [ %rb.next, %row.exit ]", phis)
-            } else {
-                ("", head_phis)
-            };
-            let _ = write!(text, "  br label %head\nhead:\n  %base = phi i64 [ %begin, %entry ], [ %next, %{from_latch} ]{row_in}\n{head_phis}  %more = icmp slt i64 %base, %end\n  br i1 %more, label %body, label %exit\n");
-            text.push_str(&l.body);
-            let _ = writeln!(text, "{latch}exit:\n  ret void\n{}}}", abort_block(&l));
-            let _ = writeln!(text, "attributes #0 = {{ nounwind{fattrs} }}");
-        }
-        Flavor::Ptx => {
-            let params: Vec<String> = (0..layout.words).map(|i| format!("i64 %w{i}")).collect();
-            let _ = writeln!(
-                text,
-                "define ptx_kernel void @{sym}({}, i64 %begin, i64 %end) #0 {{\nentry:",
-                params.join(", ")
-            );
-            text.push_str("  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n  %ntid = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n  %ctaid = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n  %nctaid = call i32 @llvm.nvvm.read.ptx.sreg.nctaid.x()\n");
-            text.push_str("  %tid64 = zext i32 %tid to i64\n  %ntid64 = zext i32 %ntid to i64\n  %ctaid64 = zext i32 %ctaid to i64\n  %nctaid64 = zext i32 %nctaid to i64\n  %blk = mul i64 %ctaid64, %ntid64\n  %first0 = add i64 %blk, %tid64\n  %first = add i64 %first0, %begin\n  %stride = mul i64 %ntid64, %nctaid64\n");
-            text.push_str(&l.prelude);
-            text.push_str("  br label %head\nhead:\n  %base = phi i64 [ %first, %entry ], [ %next, %latch ]\n  %more = icmp slt i64 %base, %end\n  br i1 %more, label %body, label %exit\n");
-            text.push_str(&l.body);
-            text.push_str("latch:\n  %next = add i64 %base, %stride\n  br label %head\nexit:\n  ret void\n}\n");
-            for r in ["tid", "ntid", "ctaid", "nctaid"] {
-                let _ = writeln!(text, "declare i32 @llvm.nvvm.read.ptx.sreg.{r}.x()");
-            }
-            // Not "unsafe-fp-math" on PTX: NVPTX would then compute f64 `sqrt` (and `1/sqrt`)
-            // as `rcp.approx(rsqrt.approx)`, ~2^-22 relative error, which nvcc's
-            // --use_fast_math never does to doubles; the f32 approximations are the explicit
-            // intrinsics above.
-            let ptx_attrs = fattrs.replace(" \"unsafe-fp-math\"=\"true\"", "");
-            let _ = writeln!(
-                text,
-                "attributes #0 = {{ nounwind{ptx_attrs}{} }}",
-                if fast {
-                    " \"denormal-fp-math-f32\"=\"preserve-sign\""
-                } else {
-                    ""
-                }
-            );
-            let _ = writeln!(
-                text,
-                "!nvvm.annotations = !{{!1}}\n!1 = !{{ptr @{sym}, !\"kernel\", i32 1}}"
-            );
-        }
-    }
+    let _ = writeln!(text, "define void @{sym}(ptr noalias nocapture readonly %ctx, i64 %begin, i64 %end) #0 {{\nentry:");
+    text.push_str(&l.prelude);
+    let (row_in, head_phis) = if row_mode {
+        // The row loop's exit also enters `head`.
+        let phis: String = head_phis
+            .lines()
+            .zip(&row_phis)
+            .map(|(line, extra)| format!("{line}, {extra}\n"))
+            .collect();
+        (", [ %rb.next, %row.exit ]", phis)
+    } else {
+        ("", head_phis)
+    };
+    let _ = write!(text, "  br label %head\nhead:\n  %base = phi i64 [ %begin, %entry ], [ %next, %{from_latch} ]{row_in}\n{head_phis}  %more = icmp slt i64 %base, %end\n  br i1 %more, label %body, label %exit\n");
+    text.push_str(&l.body);
+    let _ = writeln!(text, "{latch}exit:\n  ret void\n{}}}", abort_block(&l));
+    let _ = writeln!(text, "attributes #0 = {{ nounwind{fattrs} }}");
     finish_text(&mut l, &mut text);
     Ok(Lowered { text, layout })
 }
@@ -2576,6 +2608,355 @@ fn block_body(
         }
     }
     Ok(())
+}
+
+/// Elements a GPU thread takes at a time in a map kernel's block loop ([`ptx_map_kernel`]).
+pub(crate) const PTX_BLOCK: usize = 4;
+
+/// A map program's kernel for the GPU (docs/abi.md, "PTX map kernels"): each thread takes
+/// blocks of [`PTX_BLOCK`] consecutive elements, `begin + PTX_BLOCK·t`, then a grid stride on
+/// (one element at a time when the launch gives each thread less than a block, when
+/// `begin` is not a multiple of the block, or when a varying or output plane is not
+/// aligned to the block's bytes). A whole block runs the program's body once per element
+/// with one vector load per varying plane and one vector store per output plane (16-byte
+/// accesses for 4-byte elements), and, in the launch's interior
+/// ([`weft_ir::passes::partition`]), the interior variant's body (no clamps, no edge tests),
+/// its coordinates divided once per block. Other blocks run their elements one by one:
+/// the interior variant where the element is inside the interior, the program elsewhere.
+#[allow(clippy::too_many_arguments)]
+fn ptx_map_kernel(
+    mut l: Lower,
+    mut f: Frame,
+    varying: &[(Value, ScalarType, Vec<String>)],
+    out_planes: &[(ScalarType, Vec<String>)],
+    header: &str,
+    sym: &str,
+    layout: Layout,
+    fast: bool,
+) -> Result<Lowered, LowerError> {
+    let p = f.p;
+    let v = PTX_BLOCK;
+    // Bodies with loops (MDH's loop over atoms) gain nothing from blocks, and four copies
+    // of them raise the kernel's registers, which lowers its occupancy (measured: MDH
+    // 5.6 → 7.2 ms on an H200).
+    let blocks = !weft_ir::abi::has_loop(l.m, p);
+    let part = weft_ir::passes::partition::interior_variant(p);
+    let rank = match &part {
+        Some((_, fp)) => fp.reads.first().map_or(0, |r| r.1.len()),
+        None => launch_rank(p),
+    };
+    // The frame of the interior variant: the same parameters.
+    let mut inner = part.as_ref().map(|(q, fp)| {
+        let mut fq = Frame {
+            p: q,
+            vals: vec![None; q.num_values()],
+            uni: vec![true; q.num_values()],
+        };
+        for (pp, qp) in p.params.iter().zip(&q.params) {
+            fq.vals[qp.value.index()] = f.vals[pp.value.index()].clone();
+        }
+        let vq: Vec<(Value, ScalarType, Vec<String>)> = varying
+            .iter()
+            .map(|(x, s, planes)| {
+                let i = p.params.iter().position(|y| y.value == *x).unwrap_or(0);
+                (q.params[i].value, *s, planes.clone())
+            })
+            .collect();
+        (fq, vq, fp)
+    });
+
+    // A whole block: inside the launch, on one row (2-D/3-D), inside the interior if the
+    // program has one variant for it.
+    l.block("vbody");
+    l.base = "%vb".into();
+    let last = l.def(format!("add i64 %vb, {v}"));
+    let mut fast_ok = l.def(format!("icmp sle i64 {last}, %end"));
+    fast_ok = l.def(format!("and i1 {fast_ok}, %use.v"));
+    let coords = if rank > 1 {
+        let c = l.coords64(rank);
+        let dims = l.launch_dims(rank);
+        let end = l.def(format!("add i64 {}, {v}", c[rank - 1]));
+        let row = l.def(format!("icmp ule i64 {end}, {}", dims[rank - 1]));
+        fast_ok = l.def(format!("and i1 {fast_ok}, {row}"));
+        c
+    } else {
+        vec![l.base.clone()]
+    };
+    if let Some((_, _, fp)) = &inner {
+        let inside = interior_test(&mut l, &f, fp, &coords, v as i64)?;
+        fast_ok = l.def(format!("and i1 {fast_ok}, {inside}"));
+    }
+    if blocks {
+        l.condbr(&fast_ok, "vfast", "elem.pre");
+        l.block("vfast");
+        if rank > 1 {
+            l.carried = Some((coords.clone(), Vec::new()));
+        }
+        match &mut inner {
+            Some((fq, vq, _)) => {
+                let q = fq.p;
+                whole_block(&mut l, fq, q, vq, out_planes, rank > 1)?
+            }
+            None => whole_block(&mut l, &mut f, p, varying, out_planes, rank > 1)?,
+        }
+        l.carried = None;
+        l.br("latch");
+    } else {
+        l.br("elem.pre");
+    }
+
+    // Element by element.
+    l.block("elem.pre");
+    l.line("%v.last = add i64 %vb, %unit");
+    l.line("%e.end = call i64 @llvm.smin.i64(i64 %v.last, i64 %end)");
+    l.declare("declare i64 @llvm.smin.i64(i64, i64)".into());
+    l.br("elem");
+    l.block("elem");
+    l.line("%base = phi i64 [ %vb, %elem.pre ], [ %base.next, %elem.latch ]");
+    l.base = "%base".into();
+    if let Some((fq, vq, fp)) = &mut inner {
+        let c = l.coords64(rank);
+        let inside = interior_test(&mut l, &f, fp, &c, 1)?;
+        let (yes, no) = (l.label("inner"), l.label("general"));
+        l.condbr(&inside, &yes, &no);
+        l.block(&yes);
+        let q = fq.p;
+        block_body(&mut l, fq, q, Flavor::Ptx, vq, out_planes)?;
+        l.br("elem.latch");
+        l.block(&no);
+    }
+    block_body(&mut l, &mut f, p, Flavor::Ptx, varying, out_planes)?;
+    l.br("elem.latch");
+    l.block("elem.latch");
+    l.line("%base.next = add i64 %base, 1");
+    l.line("%e.more = icmp slt i64 %base.next, %e.end");
+    l.line("br i1 %e.more, label %elem, label %latch");
+
+    // Blocks when the launch gives every thread one and the planes allow vector accesses.
+    let mut aligned = String::new();
+    let mut k = 0;
+    for (s, planes) in varying
+        .iter()
+        .map(|(_, s, pl)| (s, pl))
+        .chain(out_planes.iter().map(|(s, pl)| (s, pl)))
+    {
+        let bytes = (storage_bytes(*s) as usize * v).min(16) as u64;
+        for pl in planes {
+            k += 1;
+            let _ = writeln!(
+                aligned,
+                "  %al.i{k} = ptrtoint {} {pl} to i64\n  %al.m{k} = and i64 %al.i{k}, {}\n  %al.z{k} = icmp eq i64 %al.m{k}, 0\n  %al.{k} = and i1 %al.{}, %al.z{k}",
+                l.ptr(),
+                bytes - 1,
+                k - 1
+            );
+        }
+    }
+    let mut text = String::new();
+    text.push_str(header);
+    let params: Vec<String> = (0..layout.words).map(|i| format!("i64 %w{i}")).collect();
+    let _ = writeln!(
+        text,
+        "define ptx_kernel void @{sym}({}, i64 %begin, i64 %end) #0 {{\nentry:",
+        params.join(", ")
+    );
+    text.push_str("  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n  %ntid = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n  %ctaid = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n  %nctaid = call i32 @llvm.nvvm.read.ptx.sreg.nctaid.x()\n");
+    text.push_str("  %tid64 = zext i32 %tid to i64\n  %ntid64 = zext i32 %ntid to i64\n  %ctaid64 = zext i32 %ctaid to i64\n  %nctaid64 = zext i32 %nctaid to i64\n  %blk = mul i64 %ctaid64, %ntid64\n  %gtid = add i64 %blk, %tid64\n  %threads = mul i64 %ntid64, %nctaid64\n");
+    text.push_str(&l.prelude);
+    let _ = write!(
+        text,
+        "  %al.0 = icmp eq i64 0, 0\n{aligned}  %b.rem = and i64 %begin, {}\n  %b.ok = icmp eq i64 %b.rem, 0\n  %span = sub i64 %end, %begin\n  %need = mul i64 %threads, {v}\n  %enough = icmp sge i64 %span, %need\n  %v.ok = and i1 %b.ok, %enough\n  %v.al = and i1 %v.ok, %al.{k}\n  %use.v = and i1 %v.al, {blocks}\n  %unit = select i1 %use.v, i64 {v}, i64 1\n  %vfirst0 = mul i64 %gtid, %unit\n  %vfirst = add i64 %vfirst0, %begin\n  %stride = mul i64 %threads, %unit\n",
+        v - 1
+    );
+    text.push_str("  br label %head\nhead:\n  %vb = phi i64 [ %vfirst, %entry ], [ %vnext, %latch ]\n  %more = icmp slt i64 %vb, %end\n  br i1 %more, label %vbody, label %exit\n");
+    text.push_str(&l.body);
+    text.push_str(
+        "latch:\n  %vnext = add i64 %vb, %stride\n  br label %head\nexit:\n  ret void\n}\n",
+    );
+    for r in ["tid", "ntid", "ctaid", "nctaid"] {
+        let _ = writeln!(text, "declare i32 @llvm.nvvm.read.ptx.sreg.{r}.x()");
+    }
+    // Not "unsafe-fp-math" on PTX: NVPTX would then compute f64 `sqrt` (and `1/sqrt`) as
+    // `rcp.approx(rsqrt.approx)`, ~2^-22 relative error, which nvcc's --use_fast_math never
+    // does to doubles; the f32 approximations are the explicit intrinsics above.
+    let ptx_attrs = host_fn_attrs(fast).replace(" \"unsafe-fp-math\"=\"true\"", "");
+    let _ = writeln!(
+        text,
+        "attributes #0 = {{ nounwind{ptx_attrs}{} }}",
+        if fast {
+            " \"denormal-fp-math-f32\"=\"preserve-sign\""
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        text,
+        "!nvvm.annotations = !{{!1}}\n!1 = !{{ptr @{sym}, !\"kernel\", i32 1}}"
+    );
+    finish_text(&mut l, &mut text);
+    Ok(Lowered { text, layout })
+}
+
+/// The rank of program `p`'s launch as its `index` ops give it (1 when it has none).
+fn launch_rank(p: &Program) -> usize {
+    let mut rank = 1;
+    p.walk(&mut |op| {
+        let d = p.op(op);
+        if matches!(d.opcode, Opcode::Index | Opcode::Shape) {
+            if let Some(&r) = d.results.first() {
+                rank = elem_of(p.ty(r)).1;
+            }
+        }
+    });
+    rank
+}
+
+/// A whole block of [`PTX_BLOCK`] elements from `%vb` run by one GPU thread: one vector
+/// load per varying plane, the body of `f`'s program once per element, one vector store
+/// per output plane. With `rows`, `l.carried` holds the block's first coordinates (the
+/// block lies on one row), and each element's are those plus its place on the last axis.
+fn whole_block(
+    l: &mut Lower,
+    f: &mut Frame,
+    p: &Program,
+    varying: &[(Value, ScalarType, Vec<String>)],
+    out_planes: &[(ScalarType, Vec<String>)],
+    rows: bool,
+) -> Result<(), LowerError> {
+    let v = PTX_BLOCK;
+    let first = l.carried.clone();
+    let vector = |s: ScalarType| format!("<{v} x {}>", storage_ty(s));
+    let align = |s: ScalarType| (storage_bytes(s) as usize * v).min(16);
+    let mut loaded = Vec::new();
+    for (_, s, planes) in varying {
+        let mut xs = Vec::new();
+        for pl in planes {
+            let a = l.elem_addr(*s, pl, "%vb");
+            xs.push(l.def(format!(
+                "load {}, {} {a}, align {}, !invariant.load !0",
+                vector(*s),
+                l.ptr(),
+                align(*s)
+            )));
+        }
+        loaded.push(xs);
+    }
+    let mut stores: Vec<Vec<Vec<String>>> = out_planes
+        .iter()
+        .map(|(_, pl)| vec![Vec::new(); pl.len()])
+        .collect();
+    for j in 0..v {
+        l.base = if j == 0 {
+            "%vb".into()
+        } else {
+            l.def(format!("add i64 %vb, {j}"))
+        };
+        if let (true, Some((c, d))) = (rows, &first) {
+            let mut c = c.clone();
+            let k = c.len() - 1;
+            if j > 0 {
+                c[k] = l.def(format!("add i64 {}, {j}", c[k]));
+            }
+            l.carried = Some((c, d.clone()));
+        }
+        for ((x, s, _), raws) in varying.iter().zip(&loaded) {
+            let xs = raws
+                .iter()
+                .map(|r| {
+                    let e = l.def(format!("extractelement {} {r}, i64 {j}", vector(*s)));
+                    l.load_conv(*s, &e, true)
+                })
+                .collect();
+            f.vals[x.index()] = Some(LV::U(xs));
+        }
+        let outs = l.region(f, p.body, &[], None)?;
+        for (((s, _), val), st) in out_planes.iter().zip(&outs).zip(&mut stores) {
+            for (pl, elems) in st.iter_mut().enumerate() {
+                let x = lane_of(val, pl);
+                let x = l.lane_as(*s, &x, true);
+                elems.push(l.store_conv(*s, &x, true));
+            }
+        }
+    }
+    l.base = "%vb".into();
+    l.carried = first;
+    for ((s, planes), st) in out_planes.iter().zip(&stores) {
+        for (pl, elems) in planes.iter().zip(st) {
+            let mut acc = "poison".to_string();
+            for (j, e) in elems.iter().enumerate() {
+                acc = l.def(format!(
+                    "insertelement {} {acc}, {} {e}, i64 {j}",
+                    vector(*s),
+                    storage_ty(*s)
+                ));
+            }
+            let a = l.elem_addr(*s, pl, "%vb");
+            l.line(format!(
+                "store {} {acc}, {} {a}, align {}",
+                vector(*s),
+                l.ptr(),
+                align(*s)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether the `n` elements from `coords` on the last axis (i64, outermost axis first) lie
+/// in the launch's interior for footprint `fp`: the box [`Footprint::interior`] gives,
+/// computed here from the context's extents as the CPU device computes it on the host, so
+/// the kernel's ABI is unchanged.
+///
+/// [`Footprint::interior`]: weft_ir::passes::partition::Footprint::interior
+fn interior_test(
+    l: &mut Lower,
+    f: &Frame,
+    fp: &weft_ir::passes::partition::Footprint,
+    coords: &[String],
+    n: i64,
+) -> Result<String, LowerError> {
+    let p = f.p;
+    let rank = coords.len();
+    let lw = l.launch_word;
+    let mut inside = "true".to_string();
+    for (k, coord) in coords.iter().enumerate() {
+        let ext = l.word(lw + 1 + k);
+        let lo = fp.reads.iter().map(|r| -r.1[k]).max().unwrap_or(0).max(0);
+        let mut hi = ext.clone();
+        for (param, offs) in &fp.reads {
+            let Some(LV::Array(ai)) = &f.vals[p.params[*param].value.index()] else {
+                return l.err("internal: a stencil read of a non-array");
+            };
+            let a = l.arrays[*ai].dims[k].clone();
+            for bound in [a, ext.clone()] {
+                let b = l.def(format!("sub i64 {bound}, {}", offs[k]));
+                hi = l.intrinsic(
+                    "",
+                    "llvm.smin.i64",
+                    "i64",
+                    &[("i64".into(), hi), ("i64".into(), b)],
+                );
+            }
+        }
+        // Elements `lo ≤ c` and `c + m < hi` (m = n − 1 on the last axis, 0 elsewhere).
+        let m = if k + 1 == rank { n - 1 } else { 0 };
+        let span = l.def(format!("sub i64 {hi}, {}", lo + m));
+        let span = l.intrinsic(
+            "",
+            "llvm.smax.i64",
+            "i64",
+            &[("i64".into(), span), ("i64".into(), "0".into())],
+        );
+        let rel = l.def(format!("sub i64 {coord}, {lo}"));
+        let ok = l.def(format!("icmp ult i64 {rel}, {span}"));
+        let small = l.def(format!(
+            "icmp ule i64 {ext}, {}",
+            weft_ir::passes::partition::MAX_EXTENT
+        ));
+        let ok = l.def(format!("and i1 {ok}, {small}"));
+        inside = l.def(format!("and i1 {inside}, {ok}"));
+    }
+    Ok(inside)
 }
 
 /// The rank of the launch of a program with a `read_offset` (its offset's lanes), or 0.

@@ -108,18 +108,28 @@ impl fmt::Display for Target {
 
 impl Target {
     /// How the device of a compiled target is opened ([`Device::open`]): its backend, with
-    /// fast-math for the fast-math targets. `None` for the interpreter's targets.
+    /// fast-math for the fast-math targets. `None` for the interpreter's targets. GPU targets
+    /// run map programs on one block of [`FUZZ_GPU_THREADS`] threads, so that launches of
+    /// 32 or more elements take the kernels' blocks of four elements per thread (vector
+    /// loads and stores, the interior variant per block) and smaller ones one element at a
+    /// time.
     pub fn device_options(self) -> Option<(Backend, DeviceOptions)> {
         if !self.is_backend() {
             return None;
         }
+        let gpu = self.backend() == Backend::Cuda;
         let opts = DeviceOptions {
             fast_math: self.is_fast_math(),
+            block: gpu.then_some(FUZZ_GPU_THREADS),
+            grid: gpu.then_some(1),
             ..Default::default()
         };
         Some((self.backend(), opts))
     }
 }
+
+/// Threads of the one block a GPU target's map launches run on.
+pub const FUZZ_GPU_THREADS: u32 = 8;
 
 /// Opens the device of every GPU target among `targets` (`cuda`, `cuda-fast`): once per fuzz
 /// run, shared by the worker threads' [`Devices`].

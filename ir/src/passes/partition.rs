@@ -23,7 +23,7 @@ const MAX_OFFSET: i64 = 1 << 20;
 
 /// Largest launch extent with an interior: the folded comparisons assume `index + c` does
 /// not wrap around in i32.
-const MAX_EXTENT: usize = 1 << 30;
+pub const MAX_EXTENT: usize = 1 << 30;
 
 /// The stencil reads of a program: per read, its array parameter (position in the
 /// program's parameters) and its constant offset on each axis.

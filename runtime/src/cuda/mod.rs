@@ -11,9 +11,11 @@
 //! Kernel ABI (docs/abi.md; `weft_backend_llvm::PtxKernel`): the parameters are the context
 //! words of the layout, filled as [`crate::CpuDevice::launch`] fills its context block (plane
 //! device pointers, uniform storage bits, array extents, launch rank and extents), then
-//! `begin: i64` and `end: i64`; threads walk the elements in a grid-stride loop, so any grid
-//! is correct. Planes are not padded (one element per thread); arrays hold at least one
-//! element. All planes of one array (its tuple lanes) share one device allocation.
+//! `begin: i64` and `end: i64`; threads walk the elements in blocks of four (or one by one)
+//! in a grid-stride loop, so any grid is correct (blocks only where every varying and
+//! output plane is aligned to a block's bytes: the kernel checks). Arrays uploaded from host
+//! arrays have unpadded planes, device buffers padded ones (`HostBuffer::stride_for`);
+//! arrays hold at least one element. All planes of one array (its tuple lanes) share one device allocation.
 
 use crate::buffer::HostBuffer;
 use crate::context::Context;

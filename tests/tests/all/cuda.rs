@@ -209,6 +209,32 @@ fn saxpy_matches_the_interpreter_bit_for_bit() {
     );
 }
 
+/// The CPU stencil cases (`cpu::stencil_cases`: every boundary mode, offsets up to ±3,
+/// rank 1–3, every storage class) on the GPU: per-element interior/border dispatch with the
+/// default geometry, and whole blocks of four elements per thread (vector loads and stores,
+/// the interior variant per block) with a grid of 2 × 32 threads, bit for bit.
+#[test]
+fn partitioned_stencils_match_the_interpreter_on_the_gpu() {
+    let Some(mut dev) = gpu() else { return };
+    for c in crate::cpu::stencil_cases() {
+        for cfg in [
+            GpuConfig::default(),
+            GpuConfig {
+                block: Some(32),
+                grid: Some(2),
+                ..Default::default()
+            },
+        ] {
+            dev.set_config(cfg);
+            let mut l = dev
+                .launch(&c.module, "s", &c.inputs, Some(&c.shape))
+                .expect("launch");
+            let got = l.outputs().expect("outputs");
+            assert_same(&got, &c.want, &format!("{cfg:?} {}", c.what));
+        }
+    }
+}
+
 #[test]
 fn loops_and_several_outputs_match_for_any_geometry() {
     let Some(mut dev) = gpu() else { return };
