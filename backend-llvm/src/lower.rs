@@ -64,6 +64,18 @@ struct ArrayInfo {
     space: &'static str,
     /// A kernel's buffer or shared array: stores may change it, so loads are not invariant.
     writable: bool,
+    /// A map kernel's array of 16-byte tuples on the GPU, stored interleaved (docs/abi.md,
+    /// "The PTX kernel"): lane `l` of element `e` at `planes[0]` + (e·lanes + l)·bytes, so an
+    /// element is one 16-byte load.
+    interleaved: bool,
+}
+
+/// Whether arrays of `elem` (an array parameter's element type) are stored interleaved on
+/// the GPU: tuples of 16 bytes (`<4 x f32>`, `<2 x f64>`, `<4 x i32>`, …), read with one
+/// 16-byte load. Map programs only; kernels' buffers and arrays stay planar.
+pub fn interleaved_on_gpu(elem: Type) -> bool {
+    let (s, n) = elem_of(elem);
+    n > 1 && storage_bytes(s) as usize * n == 16
 }
 
 struct Frame<'p> {
@@ -1384,6 +1396,20 @@ impl<'m> Lower<'m> {
         self.read(ai, cs, &coords, u)
     }
 
+    /// Element `lin` (i64) of interleaved array `ai` as one vector load of its lanes
+    /// (`<lanes x storage>`, 16 bytes).
+    fn packed_load(&mut self, ai: usize, lin: &str, invariant: &str) -> String {
+        let (s, n, plane, space) = {
+            let a = &self.arrays[ai];
+            (a.elem, a.planes.len(), a.planes[0].clone(), a.space)
+        };
+        let vt = format!("<{n} x {}>", storage_ty(s));
+        let a = self.def(format!(
+            "getelementptr inbounds {vt}, {space} {plane}, i64 {lin}"
+        ));
+        self.def(format!("load {vt}, {space} {a}, align 16{invariant}"))
+    }
+
     /// A scalar element's `read_offset` of array `ai` (a GPU thread's): the element at
     /// `index + offs` (`offs` of `cs`), addressed as the element at `index` (the same
     /// expressions for every read of the array, kept once by GVN) plus the offset's
@@ -1429,6 +1455,17 @@ impl<'m> Lower<'m> {
             }
         }
         let (st, bytes) = (storage_ty(s), storage_bytes(s));
+        if self.arrays[ai].interleaved {
+            let lin = self.def(format!("add i64 {at}, {by}"));
+            let v = self.packed_load(ai, &lin, invariant);
+            return (0..planes.len())
+                .map(|l| {
+                    let n = planes.len();
+                    let raw = self.def(format!("extractelement <{n} x {st}> {v}, i64 {l}"));
+                    self.load_conv(s, &raw, true)
+                })
+                .collect();
+        }
         planes
             .iter()
             .map(|plane| {
@@ -1592,9 +1629,18 @@ impl<'m> Lower<'m> {
         }
         let mut out = Vec::new();
         let w = self.w();
+        let packed = match (u, self.arrays[ai].interleaved) {
+            (true, true) => Some(self.packed_load(ai, &lin, invariant)),
+            _ => None,
+        };
         for (l, plane) in planes.iter().enumerate() {
             let st = storage_ty(s);
-            let raw = if u {
+            let raw = if let Some(v) = &packed {
+                self.def(format!(
+                    "extractelement <{} x {st}> {v}, i64 {l}",
+                    planes.len()
+                ))
+            } else if u {
                 let a = self.def(format!(
                     "getelementptr inbounds {st}, {space} {plane}, i64 {lin}"
                 ));
@@ -2338,6 +2384,7 @@ pub(crate) fn lower(
                     boundary,
                     space,
                     writable: par.kind == ParamKind::Buffer,
+                    interleaved: flavor == Flavor::Ptx && !is_kernel && interleaved_on_gpu(e),
                 });
                 f.vals[par.value.index()] = Some(LV::Array(l.arrays.len() - 1));
             }
@@ -2667,11 +2714,14 @@ fn ptx_map_kernel(
 
     // A whole block: inside the launch, on one row (2-D/3-D), inside the interior if the
     // program has one variant for it.
+    // One element at a time (`%unit` = 1) goes straight to the element loop: no block test,
+    // no division of the block's coordinates.
     l.block("vbody");
+    l.line("br i1 %use.v, label %vtest, label %elem.pre");
+    l.block("vtest");
     l.base = "%vb".into();
     let last = l.def(format!("add i64 %vb, {v}"));
     let mut fast_ok = l.def(format!("icmp sle i64 {last}, %end"));
-    fast_ok = l.def(format!("and i1 {fast_ok}, %use.v"));
     let coords = if rank > 1 {
         let c = l.coords64(rank);
         let dims = l.launch_dims(rank);

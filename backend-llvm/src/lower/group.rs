@@ -574,6 +574,7 @@ pub(super) fn finish(
             boundary,
             space: "ptr",
             writable: true,
+            interleaved: false,
         });
         f.vals[d.results[0].index()] = Some(LV::Array(l.arrays.len() - 1));
     }

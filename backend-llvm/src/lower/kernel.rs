@@ -81,6 +81,7 @@ impl Lower<'_> {
             boundary,
             space: "ptr addrspace(3)",
             writable: true,
+            interleaved: false,
         });
         Ok(vec![LV::Array(self.arrays.len() - 1)])
     }

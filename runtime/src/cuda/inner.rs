@@ -112,6 +112,81 @@ impl Inner {
         Ok(b)
     }
 
+    /// The device copy of `a` with its tuple lanes interleaved (element after element, each
+    /// one 16 bytes: how map kernels read arrays of 16-byte tuples,
+    /// `weft_backend_llvm::interleaved_on_gpu`), uploaded on first use.
+    pub(super) fn resident_packed(
+        &self,
+        a: &Arc<HostArray>,
+    ) -> Result<Arc<DeviceBuffer>, CudaError> {
+        // Arcs are 8-aligned: `+ 1` keeps this copy apart from the planar one.
+        let key = Arc::as_ptr(a) as usize + 1;
+        let mut map = lock(&self.resident);
+        if let Some((_, b)) = map.get(&key) {
+            return Ok(b.clone());
+        }
+        let (s, nl) = scalar_lanes(a.elem);
+        let (pb, eb) = (plane_bytes(s, a.len()), storage_bytes(s));
+        let mut planes = vec![0u8; pb * nl];
+        for (l, plane) in planes.chunks_exact_mut(pb).enumerate() {
+            fill_plane(plane, a, l);
+        }
+        let mut host = vec![0u8; pb * nl];
+        for (e, dst) in host.chunks_exact_mut(eb * nl).enumerate() {
+            for (l, d) in dst.chunks_exact_mut(eb).enumerate() {
+                d.copy_from_slice(&planes[l * pb + e * eb..l * pb + (e + 1) * eb]);
+            }
+        }
+        let b = Arc::new(self.upload(&host)?);
+        map.insert(key, (a.clone(), b.clone()));
+        Ok(b)
+    }
+
+    /// A new device buffer holding elements `offset .. offset + len` (at least one) of the
+    /// planar buffer `src` (`lanes` planes of `stride` elements of `bytes` bytes each) with
+    /// its lanes interleaved, made by one strided device copy per lane (queued on the
+    /// stream, no wait).
+    pub(super) fn pack(
+        &self,
+        src: u64,
+        lanes: usize,
+        stride: usize,
+        bytes: usize,
+        offset: usize,
+        len: usize,
+    ) -> Result<DeviceBuffer, CudaError> {
+        let len = len.max(1);
+        let dst = self.alloc(len * lanes * bytes)?;
+        for l in 0..lanes {
+            let copy = sys::CUDA_MEMCPY2D {
+                srcXInBytes: 0,
+                srcY: 0,
+                srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                srcHost: std::ptr::null(),
+                srcDevice: src + ((l * stride + offset) * bytes) as u64,
+                srcArray: std::ptr::null_mut(),
+                srcPitch: bytes,
+                dstXInBytes: 0,
+                dstY: 0,
+                dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                dstHost: std::ptr::null_mut(),
+                dstDevice: dst.ptr + (l * bytes) as u64,
+                dstArray: std::ptr::null_mut(),
+                dstPitch: lanes * bytes,
+                WidthInBytes: bytes,
+                Height: len,
+            };
+            // SAFETY: both ranges lie inside live allocations (`src`'s planes hold `offset +
+            // len` elements, checked by the launch's range check; `dst` was just allocated
+            // with `len` elements of `lanes` lanes); the copy is queued on this device's stream.
+            let r = unsafe { sys::cuMemcpy2DAsync_v2(&copy, self.stream.cu_stream()) };
+            if r != sys::CUresult::CUDA_SUCCESS {
+                return Err(drv("cuMemcpy2DAsync", DriverError(r)));
+            }
+        }
+        Ok(dst)
+    }
+
     /// Loads PTX (NUL-free text) and finds its entry, with the driver's PTX optimisation
     /// level (`CU_JIT_OPTIMIZATION_LEVEL`, 0 … 4; 4 is the driver's default): kernels LLVM
     /// compiled below full effort (very large programs, docs/abi.md) get 0, since `ptxas` is

@@ -30,7 +30,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
-use weft_ir::abi::{lanes, Layout};
+use weft_ir::abi::{lanes, storage_bytes, Layout};
 use weft_ir::interp::{HostArray, Input, RunError};
 use weft_ir::launch::ArgDesc;
 use weft_ir::{Const, Module, ParamKind, Type};
@@ -41,6 +41,12 @@ pub const MAX_SM: u32 = 90;
 
 /// The largest grid (blocks in x) a launch uses.
 const MAX_GRID: u32 = i32::MAX as u32;
+
+/// Whether a map launch passes an argument of element type `elem` to a parameter of `kind`
+/// interleaved (an array of 16-byte tuples: docs/abi.md, "The PTX kernel").
+fn packed(kind: ParamKind, elem: Type) -> bool {
+    kind == ParamKind::Array && weft_backend_llvm::interleaved_on_gpu(elem)
+}
 
 /// Block size when the driver's occupancy calculator is unavailable.
 const FALLBACK_BLOCK: u32 = 256;
@@ -703,7 +709,12 @@ impl CudaDevice {
             match (par.kind, inp) {
                 (ParamKind::Varying | ParamKind::Array, Input::Array(a)) => {
                     let nl = lanes(a.elem);
-                    if n > 0 {
+                    if n > 0 && packed(par.kind, a.elem) {
+                        let b = guard("cuMemcpyHtoDAsync", || i.resident_packed(a))?;
+                        let eb = storage_bytes(scalar_lanes(a.elem).0) as u64;
+                        ctx.planes(k, (0..nl).map(|l| b.ptr + l as u64 * eb));
+                        keep.push(b);
+                    } else if n > 0 {
                         let b = guard("cuMemcpyHtoDAsync", || i.resident(a))?;
                         let pb = plane_bytes(scalar_lanes(a.elem).0, a.len()) as u64;
                         ctx.planes(k, (0..nl).map(|l| b.ptr + l as u64 * pb));
@@ -853,6 +864,18 @@ impl CudaDevice {
         let mut keep = Vec::new();
         for (k, (par, arg)) in p.params.iter().zip(args).enumerate() {
             match arg {
+                CudaArg::Array { buf, offset, shape } if packed(par.kind, buf.elem) => {
+                    let b = buf.lane_bytes();
+                    let len: usize = shape.iter().product();
+                    let p = guard("cuMemcpy2DAsync", || {
+                        i.bind()?;
+                        i.pack(buf.buf.ptr, buf.lanes(), buf.stride, b, *offset, len)
+                    })?;
+                    ctx.planes(k, (0..buf.lanes()).map(|l| p.ptr + (l * b) as u64));
+                    ctx.extents(k, buf.lanes(), shape);
+                    keep.push(Arc::new(p));
+                    keep.push(buf.buf.clone());
+                }
                 CudaArg::Array { buf, offset, shape } => {
                     let b = buf.lane_bytes();
                     ctx.planes(
