@@ -7,7 +7,7 @@ mod jit;
 mod lower;
 mod target;
 
-pub use lower::{interleaved_on_gpu, Flavor, LowerError, HOST_WIDTH};
+pub use lower::{interleaved_on_gpu, ptx_block_elems, Flavor, LowerError, HOST_WIDTH};
 pub use target::{host_target_cpu, is_known_cpu, CPU_ENV, KNOWN_CPUS};
 pub use weft_ir::abi::Layout;
 

@@ -2683,10 +2683,7 @@ fn ptx_map_kernel(
 ) -> Result<Lowered, LowerError> {
     let p = f.p;
     let v = PTX_BLOCK;
-    // Bodies with loops (MDH's loop over atoms) gain nothing from blocks, and four copies
-    // of them raise the kernel's registers, which lowers its occupancy (measured: MDH
-    // 5.6 → 7.2 ms on an H200).
-    let blocks = !weft_ir::abi::has_loop(l.m, p);
+    let blocks = takes_blocks(l.m, p);
     let part = weft_ir::passes::partition::interior_variant(p);
     let rank = match &part {
         Some((_, fp)) => fp.reads.first().map_or(0, |r| r.1.len()),
@@ -3007,6 +3004,31 @@ fn interior_test(
         inside = l.def(format!("and i1 {inside}, {ok}"));
     }
     Ok(inside)
+}
+
+/// Most ops (after inlining) a map program may have for its GPU kernel to take blocks.
+const BLOCK_MAX_OPS: usize = 64;
+
+/// Whether map program `p` of `m` (inlined) gets a GPU kernel with blocks of [`PTX_BLOCK`]
+/// elements per thread: a small body with no loop. Four copies of a big body (Black-Scholes'
+/// 288 ops) or of a loop (MDH's over atoms) raise the kernel's registers, and so lower its
+/// occupancy on every path (measured on an H200: MDH 5.6 → 7.2 ms, Black-Scholes 17.6 →
+/// 19.8 µs), for little gain in a body that is not memory-bound.
+fn takes_blocks(m: &Module, p: &Program) -> bool {
+    let mut ops = 0;
+    p.walk(&mut |_| ops += 1);
+    ops <= BLOCK_MAX_OPS && !weft_ir::abi::has_loop(m, p)
+}
+
+/// Elements a GPU thread takes at a time in the kernel of map program `name` of `m`:
+/// [`PTX_BLOCK`] when its kernel has blocks (a small body with no loop), else 1 (kernels,
+/// programs not in `m`). The CUDA device sizes grids by it.
+pub fn ptx_block_elems(m: &Module, name: &str) -> usize {
+    let m = weft_ir::passes::for_lowering(m, name);
+    match m.get(name) {
+        Some(p) if p.kind == weft_ir::ProgramKind::Map && takes_blocks(&m, p) => PTX_BLOCK,
+        _ => 1,
+    }
 }
 
 /// The rank of the launch of a program with a `read_offset` (its offset's lanes), or 0.

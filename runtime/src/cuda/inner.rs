@@ -291,8 +291,16 @@ impl Inner {
                     self.blocks_per_sm(k.module.func, block)
                 };
                 let full = sms * per_sm as u64;
-                (n as u64)
-                    .div_ceil(block as u64)
+                // A kernel with blocks of `block_elems` elements gets threads for blocks when
+                // that still gives every multiprocessor a thread block (so they run: the
+                // kernel takes blocks only when each thread has one), else one per element.
+                let per = k.block_elems.max(1) as u64;
+                let work = if (n as u64) / per >= sms * block as u64 {
+                    (n as u64).div_ceil(per)
+                } else {
+                    n as u64
+                };
+                work.div_ceil(block as u64)
                     .min(full)
                     .clamp(1, MAX_GRID as u64) as u32
             }

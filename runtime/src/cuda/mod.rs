@@ -70,8 +70,11 @@ pub struct GpuConfig {
     /// whole warps that spread it over every multiprocessor. Clamped to 1 … the kernel's
     /// limit (usually 1024).
     pub block: Option<u32>,
-    /// Blocks in the grid; `None` picks `min(⌈n / block⌉, SMs × resident blocks per SM)`
-    /// (at least 1), each thread then looping over several elements. Clamped to 1 … 2³¹−1.
+    /// Blocks in the grid; `None` picks `min(⌈n / (block·e)⌉, SMs × resident blocks per SM)`
+    /// (at least 1), each thread then looping over several elements, where `e` is the
+    /// elements a thread of the kernel takes at a time (`CudaKernel::block_elems`) if
+    /// `n / e` still fills every multiprocessor with a thread block, else 1. Clamped to
+    /// 1 … 2³¹−1.
     pub grid: Option<u32>,
     /// Compile with fast-math (`weft_backend_llvm::Options::fast_math`): results may differ
     /// from the interpreter.
@@ -149,6 +152,9 @@ pub struct CudaKernel {
     pub auto_block: u32,
     /// Blocks of `auto_block` threads resident per multiprocessor (at least 1).
     pub blocks_per_sm: u32,
+    /// Elements a thread takes at a time in whole blocks (`weft_backend_llvm::ptx_block_elems`:
+    /// 4 for small map bodies, else 1); the automatic grid is sized by it.
+    pub block_elems: u32,
 }
 
 /// One device allocation (an array's planes, or an output's). Dropped, it goes back to its
@@ -512,6 +518,7 @@ impl CudaDevice {
             registers,
             auto_block,
             blocks_per_sm,
+            block_elems: weft_backend_llvm::ptx_block_elems(m, name) as u32,
         });
         Ok(lock(&i.kernels).get_or_insert(key, k))
     }
