@@ -2799,14 +2799,7 @@ fn ptx_map_kernel(
             );
         }
     }
-    let mut text = String::new();
-    text.push_str(header);
-    let params: Vec<String> = (0..layout.words).map(|i| format!("i64 %w{i}")).collect();
-    let _ = writeln!(
-        text,
-        "define ptx_kernel void @{sym}({}, i64 %begin, i64 %end) #0 {{\nentry:",
-        params.join(", ")
-    );
+    let mut text = ptx_define(header, sym, &layout);
     text.push_str("  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n  %ntid = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n  %ctaid = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n  %nctaid = call i32 @llvm.nvvm.read.ptx.sreg.nctaid.x()\n");
     text.push_str("  %tid64 = zext i32 %tid to i64\n  %ntid64 = zext i32 %ntid to i64\n  %ctaid64 = zext i32 %ctaid to i64\n  %nctaid64 = zext i32 %nctaid to i64\n  %blk = mul i64 %ctaid64, %ntid64\n  %gtid = add i64 %blk, %tid64\n  %threads = mul i64 %ntid64, %nctaid64\n");
     text.push_str(&l.prelude);
@@ -2842,6 +2835,17 @@ fn ptx_map_kernel(
     );
     finish_text(&mut l, &mut text);
     Ok(Lowered { text, layout })
+}
+
+/// A PTX kernel's text up to its entry block's label: the module `header` and the
+/// definition of `@sym(i64 %w0, …, i64 %begin, i64 %end)` (one word per context word of
+/// `layout`; docs/abi.md).
+pub(crate) fn ptx_define(header: &str, sym: &str, layout: &Layout) -> String {
+    let params: Vec<String> = (0..layout.words).map(|i| format!("i64 %w{i}")).collect();
+    format!(
+        "{header}define ptx_kernel void @{sym}({}, i64 %begin, i64 %end) #0 {{\nentry:\n",
+        params.join(", ")
+    )
 }
 
 /// The rank of program `p`'s launch as its `index` ops give it (1 when it has none).

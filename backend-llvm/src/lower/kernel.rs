@@ -203,14 +203,7 @@ pub(super) fn finish(
     l.block("body");
     l.region(&mut f, p.body, &[], None)?;
     l.line("ret void");
-    let mut text = String::new();
-    text.push_str(header);
-    let params: Vec<String> = (0..layout.words).map(|i| format!("i64 %w{i}")).collect();
-    let _ = writeln!(
-        text,
-        "define ptx_kernel void @{sym}({}, i64 %begin, i64 %end) #0 {{\nentry:",
-        params.join(", ")
-    );
+    let mut text = super::ptx_define(header, sym, &layout);
     text.push_str(&l.prelude);
     text.push_str("  br label %body\n");
     text.push_str(&l.body);
