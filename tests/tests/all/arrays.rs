@@ -15,9 +15,10 @@ fn devices() -> Vec<Device> {
 
 #[test]
 fn sums_agree_with_the_interpreter_bit_for_bit() {
-    // Sizes around the lanes (32), a segment (2048) and two levels of the tree.
+    // Sizes around the lanes (32), a segment (2048) and two levels of the tree; multiples
+    // of a block (1024) take the CPU's `reduce.rows` levels.
     for n in [
-        1usize, 5, 16, 17, 31, 32, 33, 255, 1000, 2047, 2048, 2049, 4099, 70_000,
+        1usize, 5, 16, 17, 31, 32, 33, 255, 1000, 2047, 2048, 2049, 3072, 4099, 65_536, 70_000,
     ] {
         let xs: Vec<f32> = (0..n)
             .map(|i| ((i * 7919) % 1000) as f32 * 0.001 + 0.1)
@@ -299,7 +300,9 @@ fn every_reduction_of_every_type_equals_the_interpreter() {
         }
     }
     fn check<T: weft::Scalar + weft::Elem>(what: &str, gen: impl Fn(usize) -> T) {
-        for n in [0usize, 1, 2, 31, 33, 1000, 2049, 40_000, 70_001] {
+        for n in [
+            0usize, 1, 2, 31, 33, 1000, 2049, 3072, 40_000, 65_536, 70_001,
+        ] {
             let a = Array::from_vec([n], (0..n).map(&gen).collect()).unwrap();
             type Row = (
                 u64,
