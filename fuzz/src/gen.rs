@@ -813,7 +813,7 @@ impl Pool {
                     if i == 0 {
                         lane
                     } else {
-                        self.get(b, Type::scalar(s), sel + i as u16)
+                        self.get(b, Type::scalar(s), sel.wrapping_add(i as u16))
                     }
                 })
                 .collect();
