@@ -200,7 +200,9 @@ pub(crate) struct Lower<'m> {
     scalar: bool,
     /// A host map kernel of a 2-D/3-D launch with `read_offset`: the block base's
     /// coordinates carried by the block loop (`%cy0 …`, phis of `head`) and the launch's
-    /// extents (each at least 1), so offset reads divide nothing.
+    /// extents (each at least 1), so offset reads divide nothing. In a GPU thread's whole
+    /// block (`whole_block`): the current element's coordinates (no extents), which
+    /// [`Lower::coords64`] returns instead of dividing.
     carried: Option<(Vec<String>, Vec<String>)>,
     /// Lowering the host block loop's row loop of a program with `read_offset` (whole blocks
     /// inside one row of the launch: offset reads are vector loads, stores need no mask).
@@ -1141,8 +1143,9 @@ impl<'m> Lower<'m> {
     }
 
     /// The coordinates (i64, outermost axis first) of a scalar element `self.base` of a
-    /// launch of rank `rank`: a division per inner axis, none for the outermost (the element
-    /// is inside the launch). The same expressions every time, so LLVM's GVN keeps one copy.
+    /// launch of rank `rank`: `self.carried`'s when it holds them (a GPU whole block), else a
+    /// division per inner axis, none for the outermost (the element is inside the launch).
+    /// The same expressions every time, so LLVM's GVN keeps one copy.
     fn coords64(&mut self, rank: usize) -> Vec<String> {
         if let Some((c, _)) = &self.carried {
             if c.len() == rank {
