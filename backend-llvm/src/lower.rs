@@ -184,6 +184,13 @@ pub(crate) struct Lower<'m> {
     /// Counters of uniform `for` loops known to lie in `[0, extent)` of (array, axis): reads
     /// at them need no boundary handling.
     in_range: HashMap<String, (usize, usize)>,
+    /// Host SIMD blocks: varying integer vectors known to hold `first + stride·lane`
+    /// ([`Affine`]); a read at such coordinates is one vector load behind a scalar range test.
+    affine: HashMap<String, Affine>,
+    /// Host map kernels whose block loop steps from `%begin` (no row loop): `%aligned`, true
+    /// when `%begin` (so every block's base) is a multiple of [`HOST_WIDTH`]. Facts that
+    /// assume it are used only behind a test of it.
+    aligned: Option<String>,
     /// PTX fast-math: `sqrt` results and their operands, for `q / sqrt(x)` → `q * rsqrt(x)`.
     sqrt_of: HashMap<String, String>,
     /// Results of `fabs`: never −0, so a `min`/`max` of two of them needs no care for the
@@ -212,6 +219,23 @@ pub(crate) struct Lower<'m> {
     /// Host code of a program with loops: the launch's abort flag (a `ptr`), which every
     /// loop back-edge checks (docs/abi.md, "The launch watchdog").
     abort: Option<String>,
+}
+
+/// A varying 32- or 64-bit integer vector of a host block known to hold `first + stride·l`
+/// in lane `l` (wrapping arithmetic of its type), as `index` gives and `add`, `sub`, `mul`
+/// and low-bit masks keep (Halide's and ISPC's "linear" values): a read at such coordinates
+/// needs neither a gather nor a per-lane test.
+#[derive(Clone, Debug)]
+struct Affine {
+    /// Lane 0 (a scalar operand of the vector's element type).
+    first: String,
+    /// The step from lane to lane.
+    stride: i64,
+    /// A power of two that divides `first` (1 when nothing is known).
+    align: u64,
+    /// Whether the fact assumes that block bases are multiples of [`HOST_WIDTH`]
+    /// (`Lower::aligned`).
+    assumes: bool,
 }
 
 /// The lowered module text and the context layout of the kernel.
@@ -289,7 +313,7 @@ impl<'m> Lower<'m> {
         let raised = self.def(format!("icmp ne i32 {v}, 0"));
         let go_on = self.label("go");
         self.line(format!(
-            "br i1 {raised}, label %abort, label %{go_on}, !prof !{ABORT_WEIGHTS}"
+            "br i1 {raised}, label %abort, label %{go_on}, !prof !{COLD_WEIGHTS}"
         ));
         self.block(&go_on);
     }
@@ -399,9 +423,97 @@ impl<'m> Lower<'m> {
         let one = self.def(format!(
             "insertelement <{w} x {st}> poison, {st} {x}, i64 0"
         ));
-        self.def(format!(
+        let v = self.def(format!(
             "shufflevector <{w} x {st}> {one}, <{w} x {st}> poison, <{w} x i32> zeroinitializer"
-        ))
+        ));
+        if s.is_int() && s.bits() >= 32 {
+            let align = x.parse::<i64>().map_or(1, pow2_dividing);
+            self.affine.insert(
+                v.clone(),
+                Affine {
+                    first: x.to_string(),
+                    stride: 0,
+                    align,
+                    assumes: false,
+                },
+            );
+        }
+        v
+    }
+
+    /// The [`Affine`] fact of `op` on varying vectors `xs` of type `s` (lowered to `v`), if
+    /// the operands' facts give one; the new lane-0 scalar is computed here.
+    fn affine_of(&mut self, op: Opcode, s: ScalarType, xs: &[String]) -> Option<Affine> {
+        use Opcode as O;
+        if self.scalar || !s.is_int() || s.bits() < 32 || xs.len() != 2 {
+            return None;
+        }
+        let a = self.affine.get(&xs[0])?.clone();
+        let b = self.affine.get(&xs[1])?.clone();
+        let t = lty(s);
+        let konst = |f: &Affine| {
+            (f.stride == 0)
+                .then(|| f.first.parse::<i64>().ok())
+                .flatten()
+        };
+        let assumes = a.assumes || b.assumes;
+        let fact = |me: &mut Self, how: &str, stride: i64, align: u64| Affine {
+            first: me.def(format!("{how} {t} {}, {}", a.first, b.first)),
+            stride,
+            align,
+            assumes,
+        };
+        match op {
+            O::Add | O::Sub => {
+                let stride = if op == O::Add {
+                    a.stride.checked_add(b.stride)?
+                } else {
+                    a.stride.checked_sub(b.stride)?
+                };
+                let how = if op == O::Add { "add" } else { "sub" };
+                Some(fact(self, how, stride, a.align.min(b.align)))
+            }
+            O::Mul => {
+                let (x, c) = match (konst(&a), konst(&b)) {
+                    (_, Some(c)) => (&a, c),
+                    (Some(c), _) => (&b, c),
+                    _ if a.stride == 0 && b.stride == 0 => {
+                        let align = a.align.saturating_mul(b.align).min(1 << 32);
+                        return Some(fact(self, "mul", 0, align));
+                    }
+                    _ => return None,
+                };
+                let stride = x.stride.checked_mul(c)?;
+                let align = x.align.saturating_mul(pow2_dividing(c)).min(1 << 32);
+                Some(fact(self, "mul", stride, align))
+            }
+            O::And => {
+                // `x & (2^k - 1)` of consecutive lanes whose first is a multiple of 16 (or
+                // more): the low bits of lane 0, then consecutive (no lane crosses 2^k).
+                let (x, m) = match (konst(&a), konst(&b)) {
+                    (_, Some(m)) => (&a, m),
+                    (Some(m), _) => (&b, m),
+                    _ => return None,
+                };
+                let w = HOST_WIDTH as u64;
+                let span = (m as u64).wrapping_add(1);
+                let ok =
+                    m > 0 && span.is_power_of_two() && span >= w && x.stride == 1 && x.align >= w;
+                if !ok {
+                    return None;
+                }
+                if x.align >= span {
+                    return Some(Affine {
+                        first: "0".into(),
+                        stride: 1,
+                        align: span,
+                        assumes,
+                    });
+                }
+                Some(fact(self, "and", 1, x.align))
+            }
+            _ => None,
+        }
     }
 
     /// Constant `bits` of type `s`, uniform or splat.
@@ -552,10 +664,13 @@ impl<'m> Lower<'m> {
                 })
             }
             _ => {
-                return Ok(Lane {
-                    v: self.int_op(op, s, &xs, u)?,
-                    u,
-                })
+                let v = self.int_op(op, s, &xs, u)?;
+                if !u {
+                    if let Some(f) = self.affine_of(op, s, &xs) {
+                        self.affine.insert(v.clone(), f);
+                    }
+                }
+                return Ok(Lane { v, u });
             }
         };
         Ok(Lane { v: self.def(v), u })
@@ -1129,11 +1244,30 @@ impl<'m> Lower<'m> {
             }
         };
         if rank == 1 {
-            return if u {
-                LV::U(vec![narrow(self, e)])
-            } else {
-                LV::V(vec![narrow(self, e)])
-            };
+            if u {
+                return LV::U(vec![narrow(self, e)]);
+            }
+            let v = narrow(self, e);
+            if s.bits() >= 32 {
+                let b = self.base.clone();
+                let first = if s.bits() == 64 {
+                    b
+                } else {
+                    self.def(format!("trunc i64 {b} to {}", lty(s)))
+                };
+                let assumes = self.aligned.is_some();
+                let align = if assumes { HOST_WIDTH as u64 } else { 1 };
+                self.affine.insert(
+                    v.clone(),
+                    Affine {
+                        first,
+                        stride: 1,
+                        align,
+                        assumes,
+                    },
+                );
+            }
+            return LV::V(vec![v]);
         }
         if !u {
             return self.index_blocks(s, rank, e);
@@ -1155,6 +1289,23 @@ impl<'m> Lower<'m> {
         let dims = self.launch_dims(rank);
         let mut per_axis = vec![String::new(); rank];
         let mut rest = self.base.clone();
+        for k in (1..rank).rev() {
+            per_axis[k] = self.def(format!("urem i64 {rest}, {}", dims[k]));
+            rest = self.def(format!("udiv i64 {rest}, {}", dims[k]));
+        }
+        per_axis[0] = rest;
+        per_axis
+    }
+
+    /// The coordinates (i64, outermost first) of element `at` (i64) of a launch of rank
+    /// `rank`: one division per inner axis, none for a 1-D launch.
+    fn coords_of(&mut self, at: &str, rank: usize) -> Vec<String> {
+        if rank <= 1 {
+            return vec![at.to_string()];
+        }
+        let dims = self.launch_dims(rank);
+        let mut per_axis = vec![String::new(); rank];
+        let mut rest = at.to_string();
         for k in (1..rank).rev() {
             per_axis[k] = self.def(format!("urem i64 {rest}, {}", dims[k]));
             rest = self.def(format!("udiv i64 {rest}, {}", dims[k]));
@@ -1256,6 +1407,9 @@ impl<'m> Lower<'m> {
         let LV::V(lanes) = coords else {
             return self.read_general(ai, cs, coords, inb);
         };
+        if let Some(v) = self.read_affine(ai, cs, lanes, inb)? {
+            return Ok(v);
+        }
         let w = self.w();
         let rank = self.arrays[ai].dims.len();
         if self.scalar || lanes.len() != rank || !w.is_multiple_of(2) {
@@ -1533,6 +1687,201 @@ impl<'m> Lower<'m> {
 
     /// [`Self::read`] in general: clamped (or wrapped, or checked) coordinates and, when
     /// varying, a gather; `inb`: the coordinates are in range, used as they are.
+    /// A host scalar read of 1-D clamped array `ai` at `c` (type `cs`): in range, a load at
+    /// `c` behind one compare and a branch predicted taken; out of range (cold), the load at
+    /// the clamped index. The select chain of a clamp (`smin`, `smax`: six x86 instructions
+    /// per read) dominated CSR inner loops; the branch keeps their reads at C's cost. Same
+    /// element either way.
+    fn read_clamped_1d(&mut self, ai: usize, cs: ScalarType, c: &str) -> LV {
+        let (n, planes, s, invariant) = {
+            let a = &self.arrays[ai];
+            let inv = if a.writable {
+                ""
+            } else {
+                ", !invariant.load !0"
+            };
+            (a.dims[0].clone(), a.planes.clone(), a.elem, inv)
+        };
+        let c = if cs.bits() == 64 {
+            c.to_string()
+        } else {
+            self.def(format!("sext {} {c} to i64", lty(cs)))
+        };
+        // An empty array reads its one zero element (docs/abi.md): use max(n, 1).
+        let n1 = self.intrinsic(
+            "",
+            "llvm.umax.i64",
+            "i64",
+            &[("i64".into(), n), ("i64".into(), "1".into())],
+        );
+        let out = self.def(format!("icmp uge i64 {c}, {n1}"));
+        let (inr, edge, join) = (
+            self.label("rdin"),
+            self.label("rdedge"),
+            self.label("rdjoin"),
+        );
+        self.line(format!(
+            "br i1 {out}, label %{edge}, label %{inr}, !prof !{COLD_WEIGHTS}"
+        ));
+        let (st, bytes) = (storage_ty(s), storage_bytes(s));
+        let load = |me: &mut Self, at: &str| -> Vec<String> {
+            planes
+                .iter()
+                .map(|plane| {
+                    let a = me.def(format!(
+                        "getelementptr inbounds {st}, ptr {plane}, i64 {at}"
+                    ));
+                    me.def(format!("load {st}, ptr {a}, align {bytes}{invariant}"))
+                })
+                .collect()
+        };
+        self.block(&inr);
+        let fast = load(self, &c);
+        self.br(&join);
+        self.block(&edge);
+        let hi = self.def(format!("sub i64 {n1}, 1"));
+        let lo = self.intrinsic(
+            "",
+            "llvm.smin.i64",
+            "i64",
+            &[("i64".into(), c.clone()), ("i64".into(), hi)],
+        );
+        let at = self.intrinsic(
+            "",
+            "llvm.smax.i64",
+            "i64",
+            &[("i64".into(), lo), ("i64".into(), "0".into())],
+        );
+        let slow = load(self, &at);
+        self.br(&join);
+        self.block(&join);
+        // Every phi first (they open the block), then the conversions.
+        let raws: Vec<String> = fast
+            .iter()
+            .zip(&slow)
+            .map(|(f, sl)| self.def(format!("phi {st} [ {f}, %{inr} ], [ {sl}, %{edge} ]")))
+            .collect();
+        LV::U(raws.iter().map(|r| self.load_conv(s, r, true)).collect())
+    }
+
+    /// A host block's read of 1-D array `ai` at coordinates `lanes` (type `cs`) with an
+    /// [`Affine`] fact of stride 1 or 0: when lane 0 and the last lane lie inside the array
+    /// (and block bases are aligned, if the fact assumes it), one vector load (stride 1) or
+    /// one scalar load and a splat (stride 0); otherwise the general read. `None`: no fact.
+    fn read_affine(
+        &mut self,
+        ai: usize,
+        cs: ScalarType,
+        lanes: &[String],
+        inb: bool,
+    ) -> Result<Option<LV>, LowerError> {
+        let (dims, planes, s, writable) = {
+            let a = &self.arrays[ai];
+            (a.dims.clone(), a.planes.clone(), a.elem, a.writable)
+        };
+        let Some(f) = lanes.first().and_then(|c| self.affine.get(c)).cloned() else {
+            return Ok(None);
+        };
+        if dims.len() != 1 || lanes.len() != 1 || !(0..=1).contains(&f.stride) {
+            return Ok(None);
+        }
+        let w = self.w();
+        let first = if cs.bits() == 64 {
+            f.first.clone()
+        } else {
+            self.def(format!("sext {} {} to i64", lty(cs), f.first))
+        };
+        let last = self.def(format!("add i64 {first}, {}", f.stride * (w as i64 - 1)));
+        let ge0 = self.def(format!("icmp sge i64 {first}, 0"));
+        let ltn = self.def(format!("icmp slt i64 {last}, {}", dims[0]));
+        let mut ok = self.def(format!("and i1 {ge0}, {ltn}"));
+        if cs.bits() < 64 {
+            // The lanes of a narrower type must not wrap between lane 0 and the last.
+            let max = (1i64 << (cs.bits() - 1)) - 1;
+            let fits = self.def(format!("icmp sle i64 {last}, {max}"));
+            ok = self.def(format!("and i1 {ok}, {fits}"));
+        }
+        if f.assumes {
+            let Some(al) = self.aligned.clone() else {
+                return Ok(None);
+            };
+            ok = self.def(format!("and i1 {ok}, {al}"));
+        }
+        let (fast, slow, join) = (
+            self.label("affast"),
+            self.label("afslow"),
+            self.label("afjoin"),
+        );
+        self.line(format!(
+            "br i1 {ok}, label %{fast}, label %{slow}, !prof !{LIKELY_WEIGHTS}"
+        ));
+        self.block(&fast);
+        let invariant = if writable { "" } else { ", !invariant.load !0" };
+        let (st, bytes) = (storage_ty(s), storage_bytes(s));
+        let p = self.ptr();
+        let mut fast_raw = Vec::new();
+        for plane in &planes {
+            let a = self.def(format!(
+                "getelementptr inbounds {st}, {p} {plane}, i64 {first}"
+            ));
+            let raw = if f.stride == 1 {
+                self.def(format!(
+                    "load <{w} x {st}>, {p} {a}, align {bytes}{invariant}"
+                ))
+            } else {
+                let x = self.def(format!("load {st}, {p} {a}, align {bytes}{invariant}"));
+                let one = self.def(format!(
+                    "insertelement <{w} x {st}> poison, {st} {x}, i64 0"
+                ));
+                self.def(format!(
+                    "shufflevector <{w} x {st}> {one}, <{w} x {st}> poison, <{w} x i32> zeroinitializer"
+                ))
+            };
+            fast_raw.push(raw);
+        }
+        let fast_vals: Vec<String> = fast_raw
+            .iter()
+            .map(|r| self.load_conv(s, r, false))
+            .collect();
+        let fast_end = self.label("affastend");
+        self.br(&fast_end);
+        self.block(&fast_end);
+        self.br(&join);
+        self.block(&slow);
+        // The general read, with the fact hidden so that it takes its usual path.
+        let c = lanes[0].clone();
+        let held = self.affine.remove(&c);
+        let general = self.read(ai, cs, &LV::V(lanes.to_vec()), inb);
+        if let Some(h) = held {
+            self.affine.insert(c, h);
+        }
+        let LV::V(slow_vals) = general? else {
+            return self.err("internal: a varying read gave uniform lanes");
+        };
+        let slow_end = self.label("afslowend");
+        self.br(&slow_end);
+        self.block(&slow_end);
+        self.br(&join);
+        self.block(&join);
+        let vals = fast_vals
+            .iter()
+            .zip(&slow_vals)
+            .map(|(a, b)| {
+                let t = self.ty(s, false);
+                (t, a.clone(), b.clone())
+            })
+            .collect::<Vec<_>>();
+        let out = vals
+            .into_iter()
+            .map(|(t, a, b)| {
+                self.def(format!(
+                    "phi {t} [ {a}, %{fast_end} ], [ {b}, %{slow_end} ]"
+                ))
+            })
+            .collect();
+        Ok(Some(LV::V(out)))
+    }
+
     fn read_general(
         &mut self,
         ai: usize,
@@ -1545,6 +1894,12 @@ impl<'m> Lower<'m> {
             let a = &self.arrays[ai];
             (a.dims.clone(), a.planes.clone(), a.elem, a.boundary)
         };
+        if u && self.flavor == Flavor::Host && dims.len() == 1 && boundary == Boundary::Clamp {
+            let c = lane_of(coords, 0).v;
+            if !(inb || self.in_range.get(&c) == Some(&(ai, 0))) {
+                return Ok(self.read_clamped_1d(ai, cs, &c));
+            }
+        }
         let (space, invariant) = {
             let a = &self.arrays[ai];
             (
@@ -2313,7 +2668,8 @@ pub(crate) fn lower(
     };
     let layout = Layout::new(p);
     let is_kernel = p.kind == weft_ir::ProgramKind::Kernel;
-    let scalar = flavor == Flavor::Ptx || is_kernel;
+    let host_scalar = flavor == Flavor::Host && !is_kernel && host_elementwise(m, p);
+    let scalar = flavor == Flavor::Ptx || is_kernel || host_scalar;
     let mut l = Lower {
         m,
         flavor,
@@ -2326,6 +2682,8 @@ pub(crate) fn lower(
         words: HashMap::new(),
         extent_of: HashMap::new(),
         in_range: HashMap::new(),
+        affine: HashMap::new(),
+        aligned: None,
         sqrt_of: HashMap::new(),
         abs_of: HashSet::new(),
         tmp: 0,
@@ -2341,6 +2699,14 @@ pub(crate) fn lower(
     };
     if flavor == Flavor::Host && weft_ir::abi::has_loop(m, p) {
         l.abort = Some(l.word_ptr(layout.abort));
+    }
+    if flavor == Flavor::Host && !scalar && offset_rank(p) == 0 {
+        let w = HOST_WIDTH - 1;
+        let _ = writeln!(
+            l.prelude,
+            "  %aligned.r = and i64 %begin, {w}\n  %aligned = icmp eq i64 %aligned.r, 0"
+        );
+        l.aligned = Some("%aligned".into());
     }
     let uni = if scalar {
         vec![true; p.num_values()]
@@ -2491,7 +2857,7 @@ pub(crate) fn lower(
     // one row of the launch enter a loop along the row (`row`), where offset reads are
     // vector loads with no test; the other blocks run the general body.
     l.block("body");
-    let row_mode = flavor == Flavor::Host && offset_rank(p) > 0;
+    let row_mode = flavor == Flavor::Host && !l.scalar && offset_rank(p) > 0;
     let mut row_phis: Vec<String> = Vec::new();
     if row_mode {
         let row_end = if rank > 1 {
@@ -2556,10 +2922,55 @@ pub(crate) fn lower(
         l.carried = outer;
         l.base = "%base".into();
         l.row_loop = false;
+        // A block that does not fit in its row (a row's last elements, or a launch's):
+        // its elements one at a time, their coordinates carried from the block's.
         l.block("gen");
+        let last = l.def(format!("add i64 %base, {w}"));
+        let to = l.intrinsic(
+            "",
+            "llvm.smin.i64",
+            "i64",
+            &[("i64".into(), last), ("i64".into(), "%end".into())],
+        );
+        let starts = match &l.carried {
+            Some((cy, _)) => cy.clone(),
+            None => vec!["%base".to_string()],
+        };
+        element_loop(
+            &mut l,
+            &f,
+            p,
+            (&varying, &out_planes),
+            ("%base", &to),
+            starts,
+            "ge",
+        )?;
+    } else {
+        block_body(&mut l, &mut f, p, flavor, &varying, &out_planes)?;
     }
-    block_body(&mut l, &mut f, p, flavor, &varying, &out_planes)?;
     l.br("latch");
+    // A program the CPU partitions (stencil reads) gets its launch's edges as short ranges,
+    // two elements per row of a 2-D stencil: in a SIMD block those elements' reads are
+    // masked gathers with coordinates divided per lane, which cost as much as the whole
+    // interior (Jacobi 1024²: 29% of a sweep). A range shorter than a block runs one
+    // element at a time instead (`shead`): scalar reads, no mask.
+    let short = flavor == Flavor::Host
+        && !l.scalar
+        && weft_ir::passes::partition::interior_variant(p).is_some();
+    if short {
+        l.block("short");
+        let starts = l.coords_of("%begin", launch_rank(p));
+        element_loop(
+            &mut l,
+            &f,
+            p,
+            (&varying, &out_planes),
+            ("%begin", "%end"),
+            starts,
+            "sh",
+        )?;
+        l.br("exit");
+    }
     let mut text = String::new();
     text.push_str(header);
     let fattrs = host_fn_attrs(fast);
@@ -2576,7 +2987,12 @@ pub(crate) fn lower(
     } else {
         ("", head_phis)
     };
-    let _ = write!(text, "  br label %head\nhead:\n  %base = phi i64 [ %begin, %entry ], [ %next, %{from_latch} ]{row_in}\n{head_phis}  %more = icmp slt i64 %base, %end\n  br i1 %more, label %body, label %exit\n");
+    if short {
+        let _ = write!(text, "  %len = sub i64 %end, %begin\n  %isshort = icmp slt i64 %len, {w}\n  br i1 %isshort, label %short, label %head\n");
+    } else {
+        text.push_str("  br label %head\n");
+    }
+    let _ = write!(text, "head:\n  %base = phi i64 [ %begin, %entry ], [ %next, %{from_latch} ]{row_in}\n{head_phis}  %more = icmp slt i64 %base, %end\n  br i1 %more, label %body, label %exit\n");
     text.push_str(&l.body);
     let _ = writeln!(text, "{latch}exit:\n  ret void\n{}}}", abort_block(&l));
     let _ = writeln!(text, "attributes #0 = {{ nounwind{fattrs} }}");
@@ -2584,8 +3000,107 @@ pub(crate) fn lower(
     Ok(Lowered { text, layout })
 }
 
-/// Metadata number of the branch weights that mark the watchdog's abort branch as cold.
-const ABORT_WEIGHTS: u32 = 2;
+/// A host loop running `f`'s program on elements `from .. to` one at a time (scalar code),
+/// the coordinates carried from `starts` (the first element's, outermost axis first; one
+/// for a 1-D launch) by adding one with a carry per element, so nothing is divided. Blocks
+/// are labelled `{tag}.…`; the loop ends in `{tag}.exit`, the current block afterwards.
+/// Varying planes are loaded and outputs stored per element.
+#[allow(clippy::type_complexity)]
+fn element_loop(
+    l: &mut Lower,
+    f: &Frame,
+    p: &Program,
+    (varying, out_planes): (
+        &[(Value, ScalarType, Vec<String>)],
+        &[(ScalarType, Vec<String>)],
+    ),
+    (from, to): (&str, &str),
+    starts: Vec<String>,
+    tag: &str,
+) -> Result<(), LowerError> {
+    let rank = starts.len();
+    let pre = format!("{tag}.pre");
+    l.br(&pre);
+    l.block(&pre);
+    let dims = if rank > 1 {
+        l.launch_dims(rank)
+    } else {
+        Vec::new()
+    };
+    l.br(&format!("{tag}.head"));
+    l.block(&format!("{tag}.head"));
+    let e = format!("%{tag}.e");
+    l.line(format!(
+        "{e} = phi i64 [ {from}, %{pre} ], [ %{tag}.en, %{tag}.latch ]"
+    ));
+    let cs: Vec<String> = (0..rank).map(|k| format!("%{tag}.c{k}")).collect();
+    if rank > 1 {
+        for k in 0..rank {
+            l.line(format!(
+                "{} = phi i64 [ {}, %{pre} ], [ %{tag}.cn{k}, %{tag}.latch ]",
+                cs[k], starts[k]
+            ));
+        }
+    }
+    l.line(format!("%{tag}.more = icmp slt i64 {e}, {to}"));
+    l.line(format!(
+        "br i1 %{tag}.more, label %{tag}.body, label %{tag}.exit"
+    ));
+    l.block(&format!("{tag}.body"));
+    let saved = (l.scalar, l.base.clone(), l.carried.take(), l.aligned.take());
+    l.scalar = true;
+    l.base = e.clone();
+    if rank > 1 {
+        l.carried = Some((cs.clone(), dims.clone()));
+    }
+    // Uniform parameters and arrays as the SIMD frame has them; everything else anew.
+    let mut fs = Frame {
+        p,
+        vals: vec![None; p.num_values()],
+        uni: vec![true; p.num_values()],
+    };
+    for par in &p.params {
+        if par.kind != ParamKind::Varying {
+            fs.vals[par.value.index()] = f.vals[par.value.index()].clone();
+        }
+    }
+    let r = block_body(l, &mut fs, p, Flavor::Host, varying, out_planes);
+    (l.scalar, l.base, l.carried, l.aligned) = saved;
+    r?;
+    // The watchdog's check splits the block: the latch that the phis name comes after it.
+    l.back_edge();
+    l.br(&format!("{tag}.latch"));
+    l.block(&format!("{tag}.latch"));
+    l.line(format!("%{tag}.en = add i64 {e}, 1"));
+    if rank > 1 {
+        // One more on the last axis, carried outwards.
+        let mut carry = "1".to_string();
+        for k in (1..rank).rev() {
+            l.line(format!("%{tag}.t{k} = add i64 {}, {carry}", cs[k]));
+            l.line(format!(
+                "%{tag}.w{k} = icmp uge i64 %{tag}.t{k}, {}",
+                dims[k]
+            ));
+            l.line(format!(
+                "%{tag}.cn{k} = select i1 %{tag}.w{k}, i64 0, i64 %{tag}.t{k}"
+            ));
+            l.line(format!("%{tag}.k{k} = zext i1 %{tag}.w{k} to i64"));
+            carry = format!("%{tag}.k{k}");
+        }
+        l.line(format!("%{tag}.cn0 = add i64 {}, {carry}", cs[0]));
+    }
+    l.br(&format!("{tag}.head"));
+    l.block(&format!("{tag}.exit"));
+    Ok(())
+}
+
+/// Metadata number of the branch weights that mark a host branch as cold (the watchdog's
+/// abort, a clamped read out of range).
+const COLD_WEIGHTS: u32 = 2;
+
+/// Metadata number of the branch weights that mark a host branch as likely (a read at
+/// [`Affine`] coordinates inside its array).
+const LIKELY_WEIGHTS: u32 = 3;
 
 /// The block a host function's watchdog checks branch to (empty when nothing checks).
 fn abort_block(l: &Lower) -> &'static str {
@@ -2608,7 +3123,7 @@ fn block_body(
 ) -> Result<(), LowerError> {
     let w = l.w();
     let mask = match flavor {
-        Flavor::Host => {
+        Flavor::Host if !l.scalar => {
             let base = l.base.clone();
             let sb = l.splat(ScalarType::I64, &base);
             let iota: Vec<String> = (0..w).map(|j| format!("i64 {j}")).collect();
@@ -2616,11 +3131,11 @@ fn block_body(
             let se = l.splat(ScalarType::I64, "%end");
             Some(l.def(format!("icmp slt <{w} x i64> {e}, {se}")))
         }
-        Flavor::Ptx => None,
+        _ => None,
     };
     for (v, s, planes) in varying {
         let xs = planes.iter().map(|pl| l.load_elems(*s, pl)).collect();
-        let u = flavor == Flavor::Ptx;
+        let u = l.scalar;
         f.vals[v.index()] = Some(if u { LV::U(xs) } else { LV::V(xs) });
     }
     let outs = l.region(f, p.body, &[], mask.as_deref())?;
@@ -2628,7 +3143,7 @@ fn block_body(
     for ((s, planes), v) in out_planes.iter().zip(&outs) {
         for (j, pl) in planes.iter().enumerate() {
             let x = lane_of(v, j);
-            let x = l.lane_as(*s, &x, flavor == Flavor::Ptx);
+            let x = l.lane_as(*s, &x, l.scalar);
             stores.push((*s, pl.clone(), x));
         }
     }
@@ -3038,6 +3553,50 @@ pub fn ptx_block_elems(m: &Module, name: &str) -> usize {
     }
 }
 
+/// Whether the host kernel of map program `p` runs one element per iteration rather than
+/// SIMD blocks of [`HOST_WIDTH`]: when a loop whose trip count varies from element to element
+/// reads arrays at varying indices (CSR rows: SpMV). In blocks, each such read is a gather
+/// of 16 lanes per step and every lane steps until the longest row ends; one element at a
+/// time, the row's entries are consecutive scalar loads, as in C. `WEFT_HOST_SCALAR=0|1`
+/// overrides the choice (measurements). The bits are the same either way: lanes never mix.
+fn host_elementwise(m: &Module, p: &Program) -> bool {
+    match std::env::var("WEFT_HOST_SCALAR").as_deref() {
+        Ok("1") => return true,
+        Ok("0") => return false,
+        _ => {}
+    }
+    let uni = uniform_values(m, p);
+    gathers_in_varying_loop(p, p.body, &uni, false)
+}
+
+/// Whether region `r` of `p` (inside a varying-trip loop when `inside`) has a `read` at a
+/// varying index inside a loop whose bounds are varying.
+fn gathers_in_varying_loop(p: &Program, r: Region, uni: &[bool], inside: bool) -> bool {
+    p.region(r).ops.iter().any(|&op| {
+        let d = p.op(op);
+        if inside && d.opcode == Opcode::Read && d.args[1..].iter().any(|a| !uni[a.index()]) {
+            return true;
+        }
+        let varying_trip = match d.opcode {
+            Opcode::For => d.args[..3].iter().any(|a| !uni[a.index()]),
+            Opcode::While | Opcode::DoUntil => true,
+            _ => false,
+        };
+        d.regions
+            .iter()
+            .any(|&c| gathers_in_varying_loop(p, c, uni, inside || varying_trip))
+    })
+}
+
+/// The largest power of two dividing `c` (2^32 for 0, which every power divides).
+fn pow2_dividing(c: i64) -> u64 {
+    if c == 0 {
+        1 << 32
+    } else {
+        1u64 << c.trailing_zeros().min(32)
+    }
+}
+
 /// The rank of the launch of a program with a `read_offset` (its offset's lanes), or 0.
 fn offset_rank(p: &Program) -> usize {
     let mut rank = 0;
@@ -3079,10 +3638,10 @@ fn finish_text(l: &mut Lower, text: &mut String) {
     }
     text.push_str(&helpers);
     text.push_str("!0 = !{}\n");
-    if l.abort.is_some() {
+    if l.flavor == Flavor::Host {
         let _ = writeln!(
             text,
-            "!{ABORT_WEIGHTS} = !{{!\"branch_weights\", i32 1, i32 1048575}}"
+            "!{COLD_WEIGHTS} = !{{!\"branch_weights\", i32 1, i32 1048575}}\n!{LIKELY_WEIGHTS} = !{{!\"branch_weights\", i32 1048575, i32 1}}"
         );
     }
 }

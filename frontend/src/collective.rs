@@ -52,6 +52,10 @@ pub const SEGMENT: usize = LANES * RUN;
 /// The most elements a reduction takes: positions and block ends are i32.
 pub const MAX_ELEMENTS: usize = i32::MAX as usize - SEGMENT;
 
+/// Independent accumulators of a `reduce.level` column whose combiner gives the same bits in
+/// any order (`Combiner::any_order`).
+const ACCUMULATORS: usize = 4;
+
 /// Elements a column loop of `reduce.cols` loads before combining them, so that a GPU
 /// thread has that many loads in flight (combined in order afterwards: same bits).
 const CHUNK: usize = 8;
@@ -98,6 +102,11 @@ struct Combiner {
     /// payloads aside): the built-in levels read it past the end of the elements instead of
     /// branching around the missing rows.
     identity: Option<Vec<[u64; 4]>>,
+    /// Whether every grouping and order of combination gives the same bits (NaN payloads
+    /// aside, docs/semantics.md): `min`/`max` of any type, and integer `add`, `mul`, `and`,
+    /// `or`, `xor`, which wrap. A level may then fold a column with independent
+    /// accumulators ([`ACCUMULATORS`]) instead of one chain; float sums keep the chain.
+    any_order: bool,
 }
 
 impl Combiner {
@@ -133,6 +142,7 @@ impl Combiner {
             name: name.to_string(),
             state: outs,
             identity: None,
+            any_order: false,
         })
     }
 
@@ -613,9 +623,11 @@ fn div_up(b: &mut ProgramBuilder, a: weft_ir::Value, d: usize) -> weft_ir::Value
 
 /// `reduce.level` (launch shape `[level_outputs(n)]`): element `e` folds column `e mod 16`
 /// of block `⌊e / 16⌋` of the level's `n` elements — its elements `1024·b + j + 16·r` for rows
-/// `r` = 0 … 63 — top to bottom. Straight-line code: rows past the end read as the
-/// combiner's identity, so there is no branch, and [`CHUNK`] loads are issued before they
-/// are combined.
+/// `r` = 0 … 63 — top to bottom (for a combiner whose result does not depend on the order,
+/// `Combiner::any_order`, in [`ACCUMULATORS`] interleaved chains combined at the end: the
+/// same bits, without one chain's latency per row). Straight-line code: rows past the end
+/// read as the combiner's identity, so there is no branch, and [`CHUNK`] loads are issued
+/// before they are combined.
 fn level_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Module> {
     let mut b = ProgramBuilder::new("reduce.level");
     let (src, _n) = Source::declare_padded(&mut b, c, map, elems)?;
@@ -627,25 +639,36 @@ fn level_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Mo
     let rows_c = i32c(&mut b, ROWS);
     let start = b.op(Opcode::Mul, &[first_col, rows_c]);
     let base = b.op(Opcode::Add, &[start, j]);
-    let vars = state_vars(&mut b, c, "acc");
-    let x = src.item(&mut b, base);
-    for (&v, x) in vars.iter().zip(x) {
-        b.def_var(v, x);
+    // Row r goes to accumulator r mod k: one chain (k = 1) keeps the order of the rows; a
+    // combiner that gives the same bits in any order gets k independent chains, combined
+    // at the end, so that the column's loads do not wait on one another's combines.
+    let k = if c.any_order { ACCUMULATORS } else { 1 };
+    let accs: Vec<Vec<weft_ir::builder::Variable>> = (0..k)
+        .map(|a| state_vars(&mut b, c, &format!("acc{a}")))
+        .collect();
+    for (a, vars) in accs.iter().enumerate() {
+        let off = i32c(&mut b, a * COLS);
+        let p = b.op(Opcode::Add, &[base, off]);
+        let x = src.item(&mut b, p);
+        for (&v, x) in vars.iter().zip(x) {
+            b.def_var(v, x);
+        }
     }
-    for chunk in (1..ROWS).collect::<Vec<_>>().chunks(CHUNK) {
-        let xs: Vec<Vec<weft_ir::Value>> = chunk
+    for chunk in (k..ROWS).collect::<Vec<_>>().chunks(CHUNK) {
+        let xs: Vec<(usize, Vec<weft_ir::Value>)> = chunk
             .iter()
             .map(|&r| {
                 let off = i32c(&mut b, r * COLS);
                 let p = b.op(Opcode::Add, &[base, off]);
-                src.item(&mut b, p)
+                (r % k, src.item(&mut b, p))
             })
             .collect();
-        for x in xs {
-            combine_into(&mut b, &cp, &vars, &x);
+        for (a, x) in xs {
+            combine_into(&mut b, &cp, &accs[a], &x);
         }
     }
-    finish_level(b, c, map, &vars)
+    column_tree(&mut b, c, &accs);
+    finish_level(b, c, map, &accs[0])
 }
 
 /// Combines the columns `cols` of one block pairwise — column `j` with `j + o` for `o` = 1,
@@ -1079,6 +1102,12 @@ fn make_builtin_combiner(op: Opcode, ty: Type) -> Result<Combiner> {
     let mut c = Combiner::check(&m, &name, "built-in combiner")?;
     let s = ty.elem_scalar();
     c.identity = Some(vec![[identity(op, s); 4]]);
+    c.any_order = matches!(op, Opcode::Min | Opcode::Max)
+        || (s.is_int()
+            && matches!(
+                op,
+                Opcode::Add | Opcode::Mul | Opcode::And | Opcode::Or | Opcode::Xor
+            ));
     Ok(c)
 }
 

@@ -119,10 +119,17 @@ impl CpuProgram {
             let k = fp.reads.iter().position(|r| r.0 == i).unwrap_or(0);
             ext[k].clone()
         });
-        // Kernels store only their ranges' elements, so interior ranges need no alignment;
-        // aligned ones keep the interior's vector loads and stores on cache-line boundaries
-        // (measured faster on Jacobi, docs/performance.md).
-        let segs = partition::split(shape, &bx, PAD);
+        // Kernels store only their ranges' elements, so interior ranges need no alignment.
+        // Cranelift's kernels run a range's partial blocks as masked SIMD blocks, so its
+        // interior ranges are aligned (the rest of a row goes to the border ranges, measured
+        // faster on Jacobi); LLVM's run partial blocks and short border ranges one element
+        // at a time (no gathers), so the whole interior goes to the interior kernel
+        // (Jacobi 1024² with LLVM: 13–14 ms against 22–29 ms aligned, docs/performance.md).
+        let align = match *self.code {
+            HostCode::Llvm(_) => 1,
+            HostCode::Cranelift(_) => PAD,
+        };
+        let segs = partition::split(shape, &bx, align);
         let split = segs
             .iter()
             .any(|s| s.1)
