@@ -10,7 +10,7 @@ use crate::plan::check_ranges;
 use crate::planes::{read_output, Plane};
 use crate::prepare::Prepared;
 use crate::watchdog::{AbortFlag, Watch, NEVER};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use weft_backend_cranelift::abi::{lanes, Layout, PAD};
 use weft_backend_cranelift::{compile, Kernel};
@@ -97,7 +97,57 @@ pub struct CpuProgram {
 
 /// The ranges of a launch split into interior and border (`weft_ir::passes::partition::split`)
 /// and the interior variant's code.
-type Split = (Arc<HostCode>, Arc<[(std::ops::Range<usize>, bool)]>);
+type Split = (Arc<HostCode>, Arc<Segments>);
+
+/// A split's ranges and, once a large launch has used them, its schedule: the pieces the
+/// launch pool runs, made once per split rather than per launch (an iterated stencil
+/// launches the same split again and again; Jacobi 1024² has 2,046 ranges).
+#[derive(Debug)]
+struct Segments {
+    segs: Vec<(std::ops::Range<usize>, bool)>,
+    schedule: OnceLock<Schedule>,
+}
+
+/// The ranges (at most a chunk each) of a launch of `n` elements on `threads` threads, and
+/// pieces of consecutive ranges holding about a chunk each.
+#[derive(Debug)]
+struct Schedule {
+    threads: usize,
+    n: usize,
+    ranges: Vec<(usize, usize, bool)>,
+    pieces: Vec<std::ops::Range<usize>>,
+}
+
+impl Schedule {
+    fn new(segs: &[(std::ops::Range<usize>, bool)], n: usize, threads: usize) -> Schedule {
+        let chunk = (n / (threads * 8)).max(SERIAL_LIMIT / 2).div_ceil(PAD) * PAD;
+        // Ranges of at most `chunk` elements, then pieces of consecutive ranges holding about
+        // `chunk` elements each (a stencil's split has two short ranges per row).
+        let ranges: Vec<(usize, usize, bool)> = segs
+            .iter()
+            .flat_map(|(r, inside)| {
+                (r.start..r.end)
+                    .step_by(chunk)
+                    .map(move |lo| (lo, (lo + chunk).min(r.end), *inside))
+            })
+            .collect();
+        let mut pieces: Vec<std::ops::Range<usize>> = Vec::new();
+        let (mut first, mut held) = (0, 0);
+        for (k, &(lo, hi, _)) in ranges.iter().enumerate() {
+            held += hi - lo;
+            if held >= chunk || k + 1 == ranges.len() {
+                pieces.push(first..k + 1);
+                (first, held) = (k + 1, 0);
+            }
+        }
+        Schedule {
+            threads,
+            n,
+            ranges,
+            pieces,
+        }
+    }
+}
 
 /// A launch shape, the read arrays' extents, and the split they give.
 type SplitKey = (Vec<usize>, Vec<Vec<usize>>, Option<Split>);
@@ -130,10 +180,13 @@ impl CpuProgram {
             HostCode::Cranelift(_) => PAD,
         };
         let segs = partition::split(shape, &bx, align);
-        let split = segs
-            .iter()
-            .any(|s| s.1)
-            .then(|| (code.clone(), Arc::from(segs)));
+        let split = segs.iter().any(|s| s.1).then(|| {
+            let segs = Segments {
+                segs,
+                schedule: OnceLock::new(),
+            };
+            (code.clone(), Arc::new(segs))
+        });
         *last = Some((shape.to_vec(), ext, split.clone()));
         split
     }
@@ -795,33 +848,23 @@ fn run_split(kernel: &HostCode, split: Option<&Split>, ctx: &Ctx, n: usize, abor
         }
     };
     let whole = [(0..n, false)];
-    let segs = split.map_or(&whole[..], |(_, s)| &s[..]);
+    let segs = split.map_or(&whole[..], |(_, s)| &s.segs[..]);
     if n <= SERIAL_LIMIT {
         for (r, inside) in segs {
             run(r.start, r.end, *inside);
         }
     } else {
         let threads = rayon::current_num_threads().max(1);
-        let chunk = (n / (threads * 8)).max(SERIAL_LIMIT / 2).div_ceil(PAD) * PAD;
-        // Ranges of at most `chunk` elements, then pieces of consecutive ranges holding about
-        // `chunk` elements each (a stencil's split has two short ranges per row).
-        let ranges: Vec<(usize, usize, bool)> = segs
-            .iter()
-            .flat_map(|(r, inside)| {
-                (r.start..r.end)
-                    .step_by(chunk)
-                    .map(move |lo| (lo, (lo + chunk).min(r.end), *inside))
-            })
-            .collect();
-        let mut pieces: Vec<std::ops::Range<usize>> = Vec::new();
-        let (mut first, mut held) = (0, 0);
-        for (k, &(lo, hi, _)) in ranges.iter().enumerate() {
-            held += hi - lo;
-            if held >= chunk || k + 1 == ranges.len() {
-                pieces.push(first..k + 1);
-                (first, held) = (k + 1, 0);
-            }
-        }
+        let fresh;
+        let sched =
+            match split.map(|(_, s)| s.schedule.get_or_init(|| Schedule::new(segs, n, threads))) {
+                Some(s) if s.threads == threads && s.n == n => s,
+                _ => {
+                    fresh = Schedule::new(segs, n, threads);
+                    &fresh
+                }
+            };
+        let (ranges, pieces) = (&sched.ranges, &sched.pieces);
         crate::pool::run(pieces.len(), &|i| {
             for &(lo, hi, inside) in &ranges[pieces[i].clone()] {
                 run(lo, hi, inside)
