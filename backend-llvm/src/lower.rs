@@ -183,7 +183,7 @@ pub(crate) struct Lower<'m> {
     extent_of: HashMap<String, (usize, usize)>,
     /// Counters of uniform `for` loops known to lie in `[0, extent)` of (array, axis): reads
     /// at them need no boundary handling.
-    in_range: HashMap<String, (usize, usize)>,
+    in_range: HashMap<String, Vec<(usize, usize)>>,
     /// Host SIMD blocks: varying integer vectors known to hold `first + stride·lane`
     /// ([`Affine`]); a read at such coordinates is one vector load behind a scalar range test.
     affine: HashMap<String, Affine>,
@@ -1896,7 +1896,7 @@ impl<'m> Lower<'m> {
         };
         if u && self.flavor == Flavor::Host && dims.len() == 1 && boundary == Boundary::Clamp {
             let c = lane_of(coords, 0).v;
-            if !(inb || self.in_range.get(&c) == Some(&(ai, 0))) {
+            if !(inb || self.known_in_range(&c, ai, 0)) {
                 return Ok(self.read_clamped_1d(ai, cs, &c));
             }
         }
@@ -1918,7 +1918,7 @@ impl<'m> Lower<'m> {
         let mut inb_all: Option<String> = None;
         for (k, n) in dims.iter().enumerate() {
             let c = lane_of(coords, k).v;
-            let known = inb || self.in_range.get(&c) == Some(&(ai, k));
+            let known = inb || self.known_in_range(&c, ai, k);
             let c = if cs.bits() == 64 {
                 c
             } else {
@@ -2436,6 +2436,66 @@ impl<'m> Lower<'m> {
             .collect()
     }
 
+    /// Whether the counter of `for` loop `op` (signed type `s`, bounds `lo`, `hi`, uniform)
+    /// indexes 1-D arrays directly (`read %a, %i`) in a body with no inner loop: then the
+    /// test that `[lo, hi)` lies inside every such array (emitted here, before the loop) and
+    /// the arrays, so the body can be lowered twice (loop versioning: CSR rows read `val`
+    /// and `col` at the counter with no per-read check).
+    fn version_test(
+        &mut self,
+        f: &Frame,
+        op: weft_ir::Op,
+        s: ScalarType,
+        lo: &str,
+        hi: &str,
+    ) -> Option<(String, Vec<usize>)> {
+        let p = f.p;
+        let d = p.op(op);
+        if !s.is_signed_int() || s.bits() < 32 || self.flavor != Flavor::Host {
+            return None;
+        }
+        let body = d.regions[0];
+        let iv = *p.region(body).args.first()?;
+        let mut arrays: Vec<usize> = Vec::new();
+        let mut inner_loop = false;
+        let mut todo = vec![body];
+        while let Some(r) = todo.pop() {
+            for &o in &p.region(r).ops {
+                let od = p.op(o);
+                inner_loop |= matches!(od.opcode, Opcode::For | Opcode::While | Opcode::DoUntil);
+                if od.opcode == Opcode::Read && od.args[1] == iv {
+                    if let Some(LV::Array(ai)) = f.vals.get(od.args[0].index()).cloned().flatten() {
+                        if self.arrays[ai].dims.len() == 1 && !arrays.contains(&ai) {
+                            arrays.push(ai);
+                        }
+                    }
+                }
+                todo.extend(od.regions.iter().copied());
+            }
+        }
+        if inner_loop || arrays.is_empty() {
+            return None;
+        }
+        let t = lty(s);
+        let mut ok = self.def(format!("icmp sge {t} {lo}, 0"));
+        let hi64 = if s.bits() == 64 {
+            hi.to_string()
+        } else {
+            self.def(format!("sext {t} {hi} to i64"))
+        };
+        for &ai in &arrays {
+            let n = self.arrays[ai].dims[0].clone();
+            let fits = self.def(format!("icmp sle i64 {hi64}, {n}"));
+            ok = self.def(format!("and i1 {ok}, {fits}"));
+        }
+        Some((ok, arrays))
+    }
+
+    /// Whether SSA value `c` is known to index axis `k` of array `ai` in range.
+    fn known_in_range(&self, c: &str, ai: usize, k: usize) -> bool {
+        self.in_range.get(c).is_some_and(|v| v.contains(&(ai, k)))
+    }
+
     fn lower_loop(
         &mut self,
         f: &mut Frame,
@@ -2500,6 +2560,11 @@ impl<'m> Lower<'m> {
                     uniform,
                 )?;
                 let go = self.and(uniform, &pos.v, &lt.v);
+                let version = if uniform {
+                    self.version_test(f, op, s, &lo.v, &hi.v)
+                } else {
+                    None
+                };
                 let islot = self.alloca(&self.ty(s, uniform));
                 let lo_v = self.lane_as(s, &lo, uniform);
                 self.line(format!("store {} {lo_v}, ptr {islot}", self.ty(s, uniform)));
@@ -2526,7 +2591,7 @@ impl<'m> Lower<'m> {
                 // lo ≥ 0 and hi = extent(a, axis): the counter indexes `a` in range.
                 let lo_ok = lo.v.parse::<i64>().is_ok_and(|x| x >= 0);
                 if let (true, true, Some(&fact)) = (uniform, lo_ok, self.extent_of.get(&hi.v)) {
-                    self.in_range.insert(i.clone(), fact);
+                    self.in_range.entry(i.clone()).or_default().push(fact);
                 }
                 let carried = self.load_slots(&slots, &reprs);
                 let il = Lane {
@@ -2539,7 +2604,36 @@ impl<'m> Lower<'m> {
                     LV::V(vec![i])
                 }];
                 rargs.extend(carried.iter().cloned());
-                let ys = self.region(f, d.regions[0], &rargs, m)?;
+                let ys = match &version {
+                    // Two copies of the body behind a loop-invariant test (LLVM unswitches
+                    // it): reads at the counter unchecked where the test passed.
+                    Some((test, arrays)) => {
+                        let (a, b, j) =
+                            (self.label("vin"), self.label("vany"), self.label("vjoin"));
+                        self.condbr(test, &a, &b);
+                        self.block(&a);
+                        let iv = lane_of(&rargs[0], 0).v;
+                        let before = self.in_range.get(&iv).cloned();
+                        self.in_range
+                            .entry(iv.clone())
+                            .or_default()
+                            .extend(arrays.iter().map(|&ai| (ai, 0)));
+                        let ya = self.region(f, d.regions[0], &rargs, m);
+                        match before {
+                            Some(b) => self.in_range.insert(iv, b),
+                            None => self.in_range.remove(&iv),
+                        };
+                        self.store_slots(&slots, &reprs, &ya?);
+                        self.br(&j);
+                        self.block(&b);
+                        let yb = self.region(f, d.regions[0], &rargs, m)?;
+                        self.store_slots(&slots, &reprs, &yb);
+                        self.br(&j);
+                        self.block(&j);
+                        self.load_slots(&slots, &reprs)
+                    }
+                    None => self.region(f, d.regions[0], &rargs, m)?,
+                };
                 let new = match &act {
                     Some(a) => self.blend(a, &reprs, &ys, &carried),
                     None => ys,
