@@ -1286,15 +1286,8 @@ impl<'m> Lower<'m> {
                 return c.clone();
             }
         }
-        let dims = self.launch_dims(rank);
-        let mut per_axis = vec![String::new(); rank];
-        let mut rest = self.base.clone();
-        for k in (1..rank).rev() {
-            per_axis[k] = self.def(format!("urem i64 {rest}, {}", dims[k]));
-            rest = self.def(format!("udiv i64 {rest}, {}", dims[k]));
-        }
-        per_axis[0] = rest;
-        per_axis
+        let base = self.base.clone();
+        self.coords_of(&base, rank)
     }
 
     /// The coordinates (i64, outermost first) of element `at` (i64) of a launch of rank
