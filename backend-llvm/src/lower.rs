@@ -184,6 +184,9 @@ pub(crate) struct Lower<'m> {
     /// Counters of uniform `for` loops known to lie in `[0, extent)` of (array, axis): reads
     /// at them need no boundary handling.
     in_range: HashMap<String, Vec<(usize, usize)>>,
+    /// Reads known in range in the fast copy of a versioned loop: (coordinate value,
+    /// array), from [`Lower::version_test`].
+    unchecked: HashSet<(Value, usize)>,
     /// Host SIMD blocks: varying integer vectors known to hold `first + stride·lane`
     /// ([`Affine`]); a read at such coordinates is one vector load behind a scalar range test.
     affine: HashMap<String, Affine>,
@@ -2146,7 +2149,8 @@ impl<'m> Lower<'m> {
                     return self.err("read of a non-array");
                 };
                 let (cs, _) = elem_of(aty(1));
-                Ok(vec![self.read(ai, cs, &args[1], false)?])
+                let inb = self.unchecked.contains(&(d.args[1], ai));
+                Ok(vec![self.read(ai, cs, &args[1], inb)?])
             }
             O::ReadOffset => {
                 let LV::Array(ai) = args[0] else {
@@ -2429,11 +2433,12 @@ impl<'m> Lower<'m> {
             .collect()
     }
 
-    /// Whether the counter of `for` loop `op` (signed type `s`, bounds `lo`, `hi`, uniform)
-    /// indexes 1-D arrays directly (`read %a, %i`) in a body with no inner loop: then the
-    /// test that `[lo, hi)` lies inside every such array (emitted here, before the loop) and
-    /// the arrays, so the body can be lowered twice (loop versioning: CSR rows read `val`
-    /// and `col` at the counter with no per-read check).
+    /// Whether the counter `%i` of `for` loop `op` (signed type `s`, bounds `lo`, `hi`,
+    /// uniform) indexes 1-D arrays directly — `read %a, %i` or `read %a, %i + c` for a
+    /// constant `c ≥ 0` — in a body with no inner loop: then the test that every such read
+    /// of `[lo, hi)` lies inside its array (emitted here, before the loop) and the reads, so
+    /// the body can be lowered twice (loop versioning: CSR rows read `val` and `col` at the
+    /// counter, a reduction's rows at the counter plus a column, with no per-read check).
     fn version_test(
         &mut self,
         f: &Frame,
@@ -2441,7 +2446,7 @@ impl<'m> Lower<'m> {
         s: ScalarType,
         lo: &str,
         hi: &str,
-    ) -> Option<(String, Vec<usize>)> {
+    ) -> Option<(String, Vec<(Value, usize)>)> {
         let p = f.p;
         let d = p.op(op);
         if !s.is_signed_int() || s.bits() < 32 || self.flavor != Flavor::Host {
@@ -2449,24 +2454,59 @@ impl<'m> Lower<'m> {
         }
         let body = d.regions[0];
         let iv = *p.region(body).args.first()?;
-        let mut arrays: Vec<usize> = Vec::new();
+        let konst = |x: Value| match p.value(x).def {
+            weft_ir::ValueDef::Result(k, _) => match &p.op(k).imm {
+                Imm::Const(c) if p.op(k).opcode == Opcode::Const => {
+                    Some(lane_i64(int_of(s), canon(s, c.lane_bits()[0])))
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        // The constant `c` of a coordinate `%i + c` (0 for `%i` itself).
+        let offset = |v: Value| -> Option<i64> {
+            if v == iv {
+                return Some(0);
+            }
+            let weft_ir::ValueDef::Result(o, _) = p.value(v).def else {
+                return None;
+            };
+            let od = p.op(o);
+            if od.opcode != Opcode::Add {
+                return None;
+            }
+            let c = match (od.args[0] == iv, od.args[1] == iv) {
+                (true, _) => konst(od.args[1])?,
+                (_, true) => konst(od.args[0])?,
+                _ => return None,
+            };
+            (0..=1 << 20).contains(&c).then_some(c)
+        };
+        // The reads, and per array the largest offset.
+        let mut reads: Vec<(Value, usize)> = Vec::new();
+        let mut most: Vec<(usize, i64)> = Vec::new();
         let mut inner_loop = false;
         let mut todo = vec![body];
         while let Some(r) = todo.pop() {
             for &o in &p.region(r).ops {
                 let od = p.op(o);
                 inner_loop |= matches!(od.opcode, Opcode::For | Opcode::While | Opcode::DoUntil);
-                if od.opcode == Opcode::Read && od.args[1] == iv {
-                    if let Some(LV::Array(ai)) = f.vals.get(od.args[0].index()).cloned().flatten() {
-                        if self.arrays[ai].dims.len() == 1 && !arrays.contains(&ai) {
-                            arrays.push(ai);
+                if od.opcode == Opcode::Read && p.ty(od.args[1]) == p.ty(iv) {
+                    let arr = f.vals.get(od.args[0].index()).cloned().flatten();
+                    if let (Some(LV::Array(ai)), Some(c)) = (arr, offset(od.args[1])) {
+                        if self.arrays[ai].dims.len() == 1 {
+                            reads.push((od.args[1], ai));
+                            match most.iter_mut().find(|m| m.0 == ai) {
+                                Some(m) => m.1 = m.1.max(c),
+                                None => most.push((ai, c)),
+                            }
                         }
                     }
                 }
                 todo.extend(od.regions.iter().copied());
             }
         }
-        if inner_loop || arrays.is_empty() {
+        if inner_loop || reads.is_empty() {
             return None;
         }
         let t = lty(s);
@@ -2476,12 +2516,20 @@ impl<'m> Lower<'m> {
         } else {
             self.def(format!("sext {t} {hi} to i64"))
         };
-        for &ai in &arrays {
+        for &(ai, c) in &most {
+            // The last counter is below `hi`, so its reads reach at most `hi - 1 + c`.
             let n = self.arrays[ai].dims[0].clone();
-            let fits = self.def(format!("icmp sle i64 {hi64}, {n}"));
+            let top = self.def(format!("add i64 {hi64}, {c}"));
+            let fits = self.def(format!("icmp sle i64 {top}, {n}"));
             ok = self.def(format!("and i1 {ok}, {fits}"));
+            if s.bits() < 64 {
+                // `%i + c` must not wrap in its type.
+                let max = (1i64 << (s.bits() - 1)) - 1;
+                let nowrap = self.def(format!("icmp sle i64 {top}, {max}"));
+                ok = self.def(format!("and i1 {ok}, {nowrap}"));
+            }
         }
-        Some((ok, arrays))
+        Some((ok, reads))
     }
 
     /// Whether SSA value `c` is known to index axis `k` of array `ai` in range.
@@ -2600,22 +2648,20 @@ impl<'m> Lower<'m> {
                 let ys = match &version {
                     // Two copies of the body behind a loop-invariant test (LLVM unswitches
                     // it): reads at the counter unchecked where the test passed.
-                    Some((test, arrays)) => {
+                    Some((test, reads)) => {
                         let (a, b, j) =
                             (self.label("vin"), self.label("vany"), self.label("vjoin"));
                         self.condbr(test, &a, &b);
                         self.block(&a);
-                        let iv = lane_of(&rargs[0], 0).v;
-                        let before = self.in_range.get(&iv).cloned();
-                        self.in_range
-                            .entry(iv.clone())
-                            .or_default()
-                            .extend(arrays.iter().map(|&ai| (ai, 0)));
+                        let fresh: Vec<(Value, usize)> = reads
+                            .iter()
+                            .filter(|r| self.unchecked.insert(**r))
+                            .copied()
+                            .collect();
                         let ya = self.region(f, d.regions[0], &rargs, m);
-                        match before {
-                            Some(b) => self.in_range.insert(iv, b),
-                            None => self.in_range.remove(&iv),
-                        };
+                        for r in &fresh {
+                            self.unchecked.remove(r);
+                        }
                         self.store_slots(&slots, &reprs, &ya?);
                         self.br(&j);
                         self.block(&b);
@@ -2769,6 +2815,7 @@ pub(crate) fn lower(
         words: HashMap::new(),
         extent_of: HashMap::new(),
         in_range: HashMap::new(),
+        unchecked: HashSet::new(),
         affine: HashMap::new(),
         aligned: None,
         sqrt_of: HashMap::new(),

@@ -719,10 +719,12 @@ fn small_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Mo
                 vars
             })
             .collect();
-        let rows = div_up(b, len, COLS);
-        b.for_range(one, rows, one, |b, r| {
-            let off = b.op(Opcode::Mul, &[r, cols_c]);
-            let row = b.op(Opcode::Add, &[start, off]);
+        // Rows 1, 2, … of the block by their first position (`start + 16r` while inside the
+        // block), so that reads are at the loop's counter plus a column: a CPU checks the
+        // block once (loop versioning) instead of every read.
+        let second = b.op(Opcode::Add, &[start, cols_c]);
+        let end = b.op(Opcode::Add, &[start, len]);
+        b.for_range(second, end, cols_c, |b, row| {
             let xs: Vec<Vec<weft_ir::Value>> = (0..COLS)
                 .map(|j| {
                     let jc = i32c(b, j);
