@@ -183,7 +183,7 @@ pub(crate) struct Lower<'m> {
     extent_of: HashMap<String, (usize, usize)>,
     /// Counters of uniform `for` loops known to lie in `[0, extent)` of (array, axis): reads
     /// at them need no boundary handling.
-    in_range: HashMap<String, Vec<(usize, usize)>>,
+    in_range: HashMap<String, (usize, usize)>,
     /// Reads known in range in the fast copy of a versioned loop: (coordinate value,
     /// array), from [`Lower::version_test`].
     unchecked: HashSet<(Value, usize)>,
@@ -1681,8 +1681,28 @@ impl<'m> Lower<'m> {
             .collect()
     }
 
-    /// [`Self::read`] in general: clamped (or wrapped, or checked) coordinates and, when
-    /// varying, a gather; `inb`: the coordinates are in range, used as they are.
+    /// Coordinate `c` (i64, uniform or a vector) clamped to `[0, n1 - 1]` (`n1` ≥ 1, of the
+    /// same shape): the clamp boundary mode.
+    fn clamp_coord(&mut self, c: &str, n1: &str, u: bool) -> String {
+        let t64 = self.ty(ScalarType::I64, u);
+        let m = self.mangle(ScalarType::I64, u);
+        let one = self.konst(ScalarType::I64, 1, u);
+        let zero = self.konst(ScalarType::I64, 0, u);
+        let hi = self.def(format!("sub {t64} {n1}, {one}"));
+        let c = self.intrinsic(
+            "",
+            &format!("llvm.smin.{m}"),
+            &t64,
+            &[(t64.clone(), c.to_string()), (t64.clone(), hi)],
+        );
+        self.intrinsic(
+            "",
+            &format!("llvm.smax.{m}"),
+            &t64,
+            &[(t64.clone(), c), (t64.clone(), zero)],
+        )
+    }
+
     /// A host scalar read of 1-D clamped array `ai` at `c` (type `cs`): in range, a load at
     /// `c` behind one compare and a branch predicted taken; out of range (cold), the load at
     /// the clamped index. The select chain of a clamp (`smin`, `smax`: six x86 instructions
@@ -1735,19 +1755,7 @@ impl<'m> Lower<'m> {
         let fast = load(self, &c);
         self.br(&join);
         self.block(&edge);
-        let hi = self.def(format!("sub i64 {n1}, 1"));
-        let lo = self.intrinsic(
-            "",
-            "llvm.smin.i64",
-            "i64",
-            &[("i64".into(), c.clone()), ("i64".into(), hi)],
-        );
-        let at = self.intrinsic(
-            "",
-            "llvm.smax.i64",
-            "i64",
-            &[("i64".into(), lo), ("i64".into(), "0".into())],
-        );
+        let at = self.clamp_coord(&c, &n1, true);
         let slow = load(self, &at);
         self.br(&join);
         self.block(&join);
@@ -1815,30 +1823,23 @@ impl<'m> Lower<'m> {
         let invariant = if writable { "" } else { ", !invariant.load !0" };
         let (st, bytes) = (storage_ty(s), storage_bytes(s));
         let p = self.ptr();
-        let mut fast_raw = Vec::new();
+        let mut fast_vals = Vec::new();
         for plane in &planes {
             let a = self.def(format!(
                 "getelementptr inbounds {st}, {p} {plane}, i64 {first}"
             ));
-            let raw = if f.stride == 1 {
-                self.def(format!(
+            fast_vals.push(if f.stride == 1 {
+                let raw = self.def(format!(
                     "load <{w} x {st}>, {p} {a}, align {bytes}{invariant}"
-                ))
-            } else {
-                let x = self.def(format!("load {st}, {p} {a}, align {bytes}{invariant}"));
-                let one = self.def(format!(
-                    "insertelement <{w} x {st}> poison, {st} {x}, i64 0"
                 ));
-                self.def(format!(
-                    "shufflevector <{w} x {st}> {one}, <{w} x {st}> poison, <{w} x i32> zeroinitializer"
-                ))
-            };
-            fast_raw.push(raw);
+                self.load_conv(s, &raw, false)
+            } else {
+                // Every lane reads the same element: one load, then a splat.
+                let raw = self.def(format!("load {st}, {p} {a}, align {bytes}{invariant}"));
+                let x = self.load_conv(s, &raw, true);
+                self.splat(s, &x)
+            });
         }
-        let fast_vals: Vec<String> = fast_raw
-            .iter()
-            .map(|r| self.load_conv(s, r, false))
-            .collect();
         let fast_end = self.label("affastend");
         self.br(&fast_end);
         self.block(&fast_end);
@@ -1859,17 +1860,11 @@ impl<'m> Lower<'m> {
         self.block(&slow_end);
         self.br(&join);
         self.block(&join);
-        let vals = fast_vals
+        let t = self.ty(s, false);
+        let out = fast_vals
             .iter()
             .zip(&slow_vals)
             .map(|(a, b)| {
-                let t = self.ty(s, false);
-                (t, a.clone(), b.clone())
-            })
-            .collect::<Vec<_>>();
-        let out = vals
-            .into_iter()
-            .map(|(t, a, b)| {
                 self.def(format!(
                     "phi {t} [ {a}, %{fast_end} ], [ {b}, %{slow_end} ]"
                 ))
@@ -1878,6 +1873,8 @@ impl<'m> Lower<'m> {
         Ok(Some(LV::V(out)))
     }
 
+    /// [`Self::read`] in general: clamped (or wrapped, or checked) coordinates and, when
+    /// varying, a gather; `inb`: the coordinates are in range, used as they are.
     fn read_general(
         &mut self,
         ai: usize,
@@ -1938,25 +1935,9 @@ impl<'m> Lower<'m> {
             } else {
                 self.splat(ScalarType::I64, &n1s)
             };
-            let m = self.mangle(ScalarType::I64, u);
             let c = match boundary {
                 _ if known => c,
-                Boundary::Clamp => {
-                    let one = self.konst(ScalarType::I64, 1, u);
-                    let hi = self.def(format!("sub {t64} {n1}, {one}"));
-                    let c = self.intrinsic(
-                        "",
-                        &format!("llvm.smin.{m}"),
-                        &t64,
-                        &[(t64.clone(), c), (t64.clone(), hi)],
-                    );
-                    self.intrinsic(
-                        "",
-                        &format!("llvm.smax.{m}"),
-                        &t64,
-                        &[(t64.clone(), c), (t64.clone(), zero.clone())],
-                    )
-                }
+                Boundary::Clamp => self.clamp_coord(&c, &n1, u),
                 Boundary::Repeat => {
                     let r = self.def(format!("srem {t64} {c}, {n1}"));
                     let neg = self.def(format!("icmp slt {t64} {r}, {zero}"));
@@ -2534,7 +2515,7 @@ impl<'m> Lower<'m> {
 
     /// Whether SSA value `c` is known to index axis `k` of array `ai` in range.
     fn known_in_range(&self, c: &str, ai: usize, k: usize) -> bool {
-        self.in_range.get(c).is_some_and(|v| v.contains(&(ai, k)))
+        self.in_range.get(c) == Some(&(ai, k))
     }
 
     fn lower_loop(
@@ -2632,7 +2613,7 @@ impl<'m> Lower<'m> {
                 // lo ≥ 0 and hi = extent(a, axis): the counter indexes `a` in range.
                 let lo_ok = lo.v.parse::<i64>().is_ok_and(|x| x >= 0);
                 if let (true, true, Some(&fact)) = (uniform, lo_ok, self.extent_of.get(&hi.v)) {
-                    self.in_range.entry(i.clone()).or_default().push(fact);
+                    self.in_range.insert(i.clone(), fact);
                 }
                 let carried = self.load_slots(&slots, &reprs);
                 let il = Lane {
@@ -3087,7 +3068,7 @@ pub(crate) fn lower(
     // two elements per row of a 2-D stencil: in a SIMD block those elements' reads are
     // masked gathers with coordinates divided per lane, which cost as much as the whole
     // interior (Jacobi 1024²: 29% of a sweep). A range shorter than a block runs one
-    // element at a time instead (`shead`): scalar reads, no mask.
+    // element at a time instead (`short`, `element_loop`): scalar reads, no mask.
     let short = flavor == Flavor::Host
         && !l.scalar
         && weft_ir::passes::partition::interior_variant(p).is_some();
