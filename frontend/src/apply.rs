@@ -243,7 +243,7 @@ impl Program {
         let m = self.module_arc().clone();
         let l = prepare(&m, self.name(), all, shape)?;
         R::from_bundle(Bundle {
-            outs: defer(dev, l),
+            outs: defer(dev, l)?,
         })
     }
 }

@@ -41,9 +41,18 @@ pub struct Residency {
 /// of its outputs.
 pub(crate) struct Pending {
     job: Mutex<Option<Job>>,
+    /// Launches in the longest chain of pending launches this one runs first (1: its inputs
+    /// are all computed). Running a chain recurses once per launch, so chains are bounded
+    /// by [`MAX_PENDING_DEPTH`].
+    depth: usize,
     outs: Mutex<Vec<Weak<Storage>>>,
     done: OnceLock<std::result::Result<(), String>>,
 }
+
+/// The longest chain of deferred launches: a launch whose inputs are this deep runs them
+/// first, so that reading a result never recurses deeper (a loop of a million applies with
+/// no read in between must not overflow the stack).
+pub(crate) const MAX_PENDING_DEPTH: usize = 64;
 
 /// What a deferred launch computes: its outputs' contents on one device.
 pub(crate) type Job = Box<dyn FnOnce() -> Result<Vec<Resident>> + Send>;
@@ -55,10 +64,12 @@ pub(crate) enum Resident {
 }
 
 impl Pending {
-    /// Output storages of `elems`/`len` whose contents `job` computes when first read.
-    pub(crate) fn outputs(job: Job, elems: &[Type]) -> Vec<Arc<Storage>> {
+    /// Output storages of `elems`/`len` whose contents `job` computes when first read;
+    /// `depth` as [`Pending::depth`].
+    pub(crate) fn outputs(job: Job, elems: &[Type], depth: usize) -> Vec<Arc<Storage>> {
         let p = Arc::new(Pending {
             job: Mutex::new(Some(job)),
+            depth,
             outs: Mutex::new(Vec::new()),
             done: OnceLock::new(),
         });
@@ -143,6 +154,19 @@ impl Storage {
             }
         }
         Ok(())
+    }
+
+    /// The depth of the pending launch that computes this storage (0: none pending).
+    pub(crate) fn pending_depth(&self) -> usize {
+        lock(&self.state)
+            .pending
+            .as_ref()
+            .map_or(0, |(p, _)| p.depth)
+    }
+
+    /// Runs the pending launch that computes this storage, if any (for bounding chains).
+    pub(crate) fn run_pending(&self) -> Result<()> {
+        self.resolve()
     }
 
     pub(crate) fn residency(&self) -> Residency {

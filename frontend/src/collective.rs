@@ -897,7 +897,7 @@ fn runs_kernel_level(dev: &Device, c: &Combiner, cur: &ArrayData, n: usize) -> R
     let kernel = runs_kernel(c, cur.elem)?;
     let zeros = cached(c, None, Kind::Zeros, &[st], || zeros_program(st))?;
     let l = prepare(&zeros, "reduce.zeros", Vec::new(), Some(&[blocks]))?;
-    let mut out = crate::exec::defer(dev, l).remove(0);
+    let mut out = crate::exec::defer(dev, l)?.remove(0);
     let groups =
         u32::try_from(blocks).map_err(|_| Error::argument(format!("reduce: {blocks} segments")))?;
     let mut args = [
@@ -1434,7 +1434,7 @@ impl<const D: usize, T: Elem> Array<D, T> {
             ],
             None,
         )?;
-        let out = crate::exec::defer(&Device::current(), l);
+        let out = crate::exec::defer(&Device::current(), l)?;
         Array::from_data(out.into_iter().next().expect("one output"))
     }
 

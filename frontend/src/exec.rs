@@ -258,14 +258,32 @@ pub(crate) fn run_arrays(dev: &Device, l: &Prepared) -> Result<Vec<ArrayData>> {
 }
 
 /// Queues a prepared launch: its outputs are arrays whose contents are computed on `dev`
-/// when first read (deferred execution). The inputs are held (by value) until then.
-pub(crate) fn defer(dev: &Device, l: Prepared) -> Vec<ArrayData> {
+/// when first read (deferred execution). The inputs are held (by value) until then. When
+/// they are the results of a chain of [`crate::array::MAX_PENDING_DEPTH`] pending launches,
+/// that chain runs now.
+///
+/// # Errors
+/// A launch of that chain failed.
+pub(crate) fn defer(dev: &Device, l: Prepared) -> Result<Vec<ArrayData>> {
+    let inputs = || {
+        l.args.iter().filter_map(|a| match a {
+            ArgVal::Array(d) => Some(stored(d)),
+            ArgVal::Uniform(_) => None,
+        })
+    };
+    let mut depth = 1 + inputs().map(|s| s.pending_depth()).max().unwrap_or(0);
+    if depth > crate::array::MAX_PENDING_DEPTH {
+        for s in inputs() {
+            s.run_pending()?;
+        }
+        depth = 1;
+    }
     let shape = l.shape.clone();
     let elems = l.outputs.clone();
     let dev = dev.clone();
     let job: crate::array::Job = Box::new(move || run(&dev, &l));
-    crate::array::Pending::outputs(job, &elems)
+    Ok(crate::array::Pending::outputs(job, &elems, depth)
         .into_iter()
         .map(|s| ArrayData::stored(s, shape.clone()))
-        .collect()
+        .collect())
 }

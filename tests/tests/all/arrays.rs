@@ -241,6 +241,30 @@ fn deferred_results_and_residency() {
     assert_eq!(h.to_vec().unwrap(), vec![0.0, 0.5, 1.0, 1.5, 2.0]);
 }
 
+/// A long chain of applies with no read in between (an iteration that reads its result only
+/// at the end) neither overflows the stack when the result is read nor when the chain is
+/// dropped unread: chains of pending launches are bounded.
+#[test]
+fn long_chains_of_deferred_applies_run() {
+    use weft::dsl::{In, Out, Program, Value1i};
+    let inc = Program::record(|| {
+        let a = In::<Value1i>::new();
+        Out::from(a + 1i32);
+    })
+    .unwrap();
+    let mut x = Array::from_fn([3], |i| i as i32).unwrap();
+    for _ in 0..20_000 {
+        x = inc.apply(&x).unwrap();
+    }
+    assert_eq!(x.to_vec().unwrap(), vec![20_000, 20_001, 20_002]);
+    let mut y = x.clone();
+    for _ in 0..20_000 {
+        y = inc.apply(&y).unwrap();
+    }
+    drop(y);
+    assert_eq!(x.get(0).unwrap(), Some(20_000));
+}
+
 /// A user combiner that is associative but does not commute — composing affine maps
 /// `x ↦ a·x + b` of wrapping i32, held as `<2 x i32>` `(a, b)` — reduces in the order of the
 /// elements, on every device and at sizes spanning runs, segments and levels of the tree.
