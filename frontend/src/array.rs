@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::scalar::{Elem, Scalar};
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use weft_ir::{Boundary, Type};
+use weft_ir::{Boundary, Const, Type};
 use weft_runtime::{CudaBuffer, HostBuffer};
 
 /// The shared storage of arrays: `len` elements of `elem`, with a copy on the host and/or on
@@ -97,7 +97,8 @@ impl Pending {
                     return Err("deferred launch lost".into());
                 };
                 let res = job().map_err(|e| e.to_string())?;
-                let outs = lock(&self.outs).clone();
+                // The job runs once: the outputs are not needed after this.
+                let outs = std::mem::take(&mut *lock(&self.outs));
                 for (w, r) in outs.iter().zip(res) {
                     if let Some(s) = w.upgrade() {
                         let mut st = lock(&s.state);
@@ -213,6 +214,15 @@ impl Storage {
         Ok(c.download_range(start, n)?)
     }
 
+    /// Element `pos` on the host: read from the host copy, else downloaded alone from a GPU.
+    pub(crate) fn element(&self, pos: usize) -> Result<Const> {
+        self.resolve()?;
+        if let Some(h) = &lock(&self.state).host {
+            return Ok(h.get(pos));
+        }
+        Ok(self.host_range(pos, 1)?.get(0))
+    }
+
     /// The copy on CUDA device `dev`, uploading the host copy when it has none.
     pub(crate) fn cuda(&self, dev: &weft_runtime::CudaDevice) -> Result<CudaBuffer> {
         self.resolve()?;
@@ -250,15 +260,19 @@ pub(crate) enum Source {
 pub(crate) struct ArrayData {
     pub(crate) source: Source,
     pub(crate) elem: Type,
-    pub(crate) shape: Vec<usize>,
+    pub(crate) shape: Dims,
     pub(crate) offset: usize,
-    pub(crate) strides: Vec<usize>,
+    pub(crate) strides: Dims,
     pub(crate) boundary: Option<Boundary>,
 }
 
+/// A shape or strides: one number per axis, held inline (arrays have 1 to 3 axes, so
+/// copying a view allocates nothing).
+pub(crate) type Dims = smallvec::SmallVec<[usize; 3]>;
+
 /// Row-major strides of `shape`.
-pub(crate) fn row_major(shape: &[usize]) -> Vec<usize> {
-    let mut s = vec![1usize; shape.len()];
+pub(crate) fn row_major(shape: &[usize]) -> Dims {
+    let mut s: Dims = smallvec::smallvec![1usize; shape.len()];
     for k in (0..shape.len().saturating_sub(1)).rev() {
         s[k] = s[k + 1] * shape[k + 1];
     }
@@ -266,7 +280,8 @@ pub(crate) fn row_major(shape: &[usize]) -> Vec<usize> {
 }
 
 impl ArrayData {
-    pub(crate) fn stored(store: Arc<Storage>, shape: Vec<usize>) -> ArrayData {
+    pub(crate) fn stored(store: Arc<Storage>, shape: impl Into<Dims>) -> ArrayData {
+        let shape = shape.into();
         ArrayData {
             elem: store.elem,
             strides: row_major(&shape),
@@ -562,8 +577,8 @@ impl<const D: usize, T: Elem> Array<D, T> {
         Ok(Some(match &self.data.source {
             Source::Stored(s) => {
                 // One element only: a GPU-resident array is not downloaded whole.
-                let h = s.host_range(p, 1)?;
-                T::from_lanes(|l| T::Scalar::from_bits(h.bits(0, l)))
+                let c = s.element(p)?;
+                T::from_lanes(|l| T::Scalar::from_bits(c.lane_bits()[l]))
             }
             Source::Grid => self.to_vec()?[i],
         }))
@@ -701,7 +716,7 @@ impl<const D: usize> Array<D, i32> {
             source: Source::Grid,
             elem: grid_elem(shape.len()),
             strides: row_major(shape),
-            shape: shape.to_vec(),
+            shape: shape.into(),
             offset: 0,
             boundary: None,
         }

@@ -219,7 +219,7 @@ fn memo<K: std::hash::Hash + Eq, V: Clone>(
 }
 
 /// Generated programs by (combiner, map, kind, element types).
-type CacheKey = (u64, u64, Kind, Vec<Type>);
+type CacheKey = (u64, u64, Kind, smallvec::SmallVec<[Type; 4]>);
 
 /// Which generated program a cache entry is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -254,7 +254,7 @@ fn cached(
             weft_ir::launch::fingerprint(&m.module) ^ m.with_index as u64
         }),
         kind,
-        elems.to_vec(),
+        elems.into(),
     );
     memo(&PASSES, key, || build().map(Arc::new))
 }
@@ -914,20 +914,27 @@ fn runs_kernel_level(dev: &Device, c: &Combiner, cur: &ArrayData, n: usize) -> R
 fn view(d: &ArrayData, lo: usize, n: usize) -> ArrayData {
     let mut v = d.clone();
     v.offset += lo;
-    v.shape = vec![n];
-    v.strides = vec![1];
+    v.shape = smallvec::smallvec![n];
+    v.strides = smallvec::smallvec![1];
     v.boundary = None;
     v
 }
 
 /// Host values of elements `lo .. lo + n` of each state array (only those elements move).
 fn host_states(cur: &[ArrayData], lo: usize, n: usize) -> Result<Vec<Vec<Const>>> {
-    let hosts = cur
-        .iter()
-        .map(|d| match &d.source {
-            crate::array::Source::Stored(s) => s.host_range(d.offset + lo, n),
-            crate::array::Source::Grid => unreachable!("made contiguous"),
-        })
+    let stores = cur.iter().map(|d| match &d.source {
+        crate::array::Source::Stored(s) => (s, d.offset + lo),
+        crate::array::Source::Grid => unreachable!("made contiguous"),
+    });
+    if n == 1 {
+        // One element each (a reduction's result): read in place, no copy.
+        let one = stores
+            .map(|(s, pos)| s.element(pos))
+            .collect::<Result<_>>()?;
+        return Ok(vec![one]);
+    }
+    let hosts = stores
+        .map(|(s, pos)| s.host_range(pos, n))
         .collect::<Result<Vec<_>>>()?;
     Ok((0..n)
         .map(|e| hosts.iter().map(|h| h.get(e)).collect())

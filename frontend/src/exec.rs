@@ -34,10 +34,25 @@ impl ArgVal {
 /// A launch ready to run: the (possibly rewritten) module, its arguments, the launch shape.
 pub(crate) struct Prepared {
     pub(crate) module: Arc<Module>,
-    pub(crate) name: String,
+    /// The program's position in `module`.
+    program: usize,
     pub(crate) args: Vec<ArgVal>,
     pub(crate) shape: Vec<usize>,
-    pub(crate) outputs: Vec<Type>,
+}
+
+impl Prepared {
+    /// The program's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.module.programs[self.program].name
+    }
+
+    /// The element types of the program's outputs.
+    fn outputs(&self) -> impl Iterator<Item = Type> + '_ {
+        self.module.programs[self.program]
+            .outputs
+            .iter()
+            .map(|o| o.ty)
+    }
 }
 
 /// Checks `args` against program `name` of `m` and rewrites the module for grid inputs and
@@ -111,7 +126,7 @@ pub(crate) fn prepare(
                 d.elem
             )));
         }
-        if grid_shape.as_ref().is_some_and(|s| *s != d.shape) {
+        if grid_shape.as_ref().is_some_and(|s| s[..] != d.shape[..]) {
             return Err(Error::argument(format!(
                 "input {i} `{}` of @{name}: grid shape {:?} differs from another grid's {:?}",
                 pr.param_name(i),
@@ -119,7 +134,7 @@ pub(crate) fn prepare(
                 grid_shape.as_ref().expect("checked")
             )));
         }
-        grid_shape = Some(d.shape.clone());
+        grid_shape = Some(d.shape.to_vec());
         let v = par.value;
         let op = pr.new_op_with_results(Opcode::Index, vec![], Imm::None, vec![v], vec![]);
         let body = pr.body;
@@ -135,22 +150,21 @@ pub(crate) fn prepare(
             *d = d.contiguous_view()?;
         }
     }
-    let shape = shape.map(<[usize]>::to_vec).or(grid_shape);
-    let descs: Vec<ArgDesc> = args.iter().map(ArgVal::desc).collect();
+    let shape = shape.or(grid_shape.as_deref());
+    let descs: smallvec::SmallVec<[ArgDesc; 8]> = args.iter().map(ArgVal::desc).collect();
     // The shape only: every device checks the launch rank against the program when it
     // plans a new signature (a walk over the whole program, too slow for every launch).
-    let p = module
-        .get(name)
+    let program = module
+        .position(name)
         .ok_or_else(|| Error::argument(format!("no program @{name}")))?;
-    let (launch, _) = plan_launch_desc(p, &descs, shape.as_deref())
+    let (launch, _) = plan_launch_desc(&module.programs[program], &descs, shape)
         .map_err(|e| Error::argument(e.to_string()))?;
-    let outputs = p.outputs.iter().map(|o| o.ty).collect();
+    drop(descs);
     Ok(Prepared {
-        name: name.to_string(),
         module,
+        program,
         args,
         shape: launch,
-        outputs,
     })
 }
 
@@ -176,7 +190,7 @@ pub(crate) fn run(dev: &Device, l: &Prepared) -> Result<Vec<Resident>> {
                     ArgVal::Uniform(c) => Ok(weft_ir::interp::Input::Uniform(*c)),
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let outs = dev.0.apply(&l.module, &l.name, &ins, shape)?;
+            let outs = dev.0.apply(&l.module, l.name(), &ins, shape)?;
             Ok(outs
                 .iter()
                 .map(|o| Resident::Host(HostBuffer::from_host_array(o)))
@@ -190,8 +204,8 @@ pub(crate) fn run(dev: &Device, l: &Prepared) -> Result<Vec<Resident>> {
                     ArgVal::Array(d) => stored(d).host().map(Some),
                     ArgVal::Uniform(_) => Ok(None),
                 })
-                .collect::<Result<Vec<_>>>()?;
-            let bargs: Vec<BufArg> = l
+                .collect::<Result<smallvec::SmallVec<[_; 8]>>>()?;
+            let bargs: smallvec::SmallVec<[BufArg; 8]> = l
                 .args
                 .iter()
                 .zip(&hosts)
@@ -205,7 +219,7 @@ pub(crate) fn run(dev: &Device, l: &Prepared) -> Result<Vec<Resident>> {
                     (ArgVal::Array(_), None) => unreachable!("host copy made above"),
                 })
                 .collect();
-            let prog = cpu.prepare_shared(&l.module, &l.name)?;
+            let prog = cpu.prepare_shared(&l.module, l.name())?;
             let mut launch = cpu.launch_buffers_prepared(&prog, &bargs, shape)?;
             launch.run()?;
             Ok(launch
@@ -237,7 +251,7 @@ pub(crate) fn run(dev: &Device, l: &Prepared) -> Result<Vec<Resident>> {
                     (ArgVal::Array(_), None) => unreachable!("device copy made above"),
                 })
                 .collect();
-            let prog = gpu.prepare_shared(&l.module, &l.name)?;
+            let prog = gpu.prepare_shared(&l.module, l.name())?;
             let mut launch = gpu.launch_buffers_prepared(&prog, &cargs, shape)?;
             launch.enqueue()?;
             Ok(launch
@@ -278,8 +292,8 @@ pub(crate) fn defer(dev: &Device, l: Prepared) -> Result<Vec<ArrayData>> {
         }
         depth = 1;
     }
-    let shape = l.shape.clone();
-    let elems = l.outputs.clone();
+    let shape = crate::array::Dims::from_slice(&l.shape);
+    let elems: smallvec::SmallVec<[Type; 4]> = l.outputs().collect();
     let dev = dev.clone();
     let job: crate::array::Job = Box::new(move || run(&dev, &l));
     Ok(crate::array::Pending::outputs(job, &elems, depth)

@@ -165,14 +165,15 @@ pub fn plan_launch_desc(
             });
         }
     }
-    let mut launch: Option<Vec<usize>> = shape.map(<[usize]>::to_vec);
-    let mut launch_from: Option<String> = shape.map(|_| "the explicit shape".to_string());
+    // The launch shape and the input it came from (none: the explicit shape); nothing is
+    // allocated unless an error is reported.
+    let mut launch: Option<&[usize]> = shape;
+    let mut launch_from: Option<usize> = None;
     for (i, (par, inp)) in p.params.iter().zip(inputs).enumerate() {
         let ty = p.ty(par.value);
-        let name = p.param_name(i).to_string();
         let bad = |m: String| RunError::BadInput {
             program: p.name.clone(),
-            param: name.clone(),
+            param: p.param_name(i).to_string(),
             message: m,
         };
         match (par.kind, inp) {
@@ -215,18 +216,19 @@ pub fn plan_launch_desc(
                         ashape.len()
                     )));
                 }
-                match &launch {
+                match launch {
                     None => {
-                        launch = Some(ashape.to_vec());
-                        launch_from = Some(format!("input `{name}`"));
+                        launch = Some(ashape);
+                        launch_from = Some(i);
                     }
-                    Some(s) if s.as_slice() != *ashape => {
+                    Some(s) if s != *ashape => {
+                        let from = match launch_from {
+                            Some(j) => format!("input `{}`", p.param_name(j)),
+                            None => "the explicit shape".to_string(),
+                        };
                         return Err(bad(format!(
-                            "has shape {:?} but {} has shape {:?}",
-                            ashape,
-                            launch_from.clone().unwrap_or_default(),
-                            s
-                        )))
+                            "has shape {ashape:?} but {from} has shape {s:?}"
+                        )));
                     }
                     Some(_) => {}
                 }
@@ -243,11 +245,11 @@ pub fn plan_launch_desc(
         program: p.name.clone(),
         message: format!("launch shape {launch:?} is too large to allocate its outputs"),
     };
-    let n = crate::host::shape_len(&launch)
+    let n = crate::host::shape_len(launch)
         .ok()
         .filter(|&n| n <= isize::MAX as usize / 64)
         .ok_or_else(too_big)?;
-    Ok((launch, n))
+    Ok((launch.to_vec(), n))
 }
 
 /// Checks an array argument of element type `elem` and `shape` against array type `ty`.

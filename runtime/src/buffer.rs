@@ -46,35 +46,58 @@ impl Drop for HostBuffer {
     }
 }
 
-/// Large allocations kept for reuse: fresh memory from the OS costs a page fault per 4 KiB
-/// on first touch, which for a reduction's partial results cost more than the kernel.
-/// Buffers of at least [`POOL_MIN_WORDS`] words are kept (at most [`POOL_MAX_BYTES`] in
-/// all) and handed out again for the same size.
+/// Allocations kept for reuse, in two pools of exact sizes:
+/// - large ones (at least [`POOL_MIN_WORDS`] words, at most [`POOL_MAX_BYTES`] in all):
+///   fresh memory from the OS costs a page fault per 4 KiB on first touch, which for a
+///   reduction's partial results cost more than the kernel;
+/// - small ones (at most [`SMALL_KEPT`] of them): the allocator zeroes a fresh buffer and
+///   often consolidates its free lists first, which for a launch over a thousand elements
+///   cost as much as the kernel.
+///
+/// A buffer returns to its pool only when dropped (nothing can see it then), so reuse never
+/// aliases a live buffer.
 static POOL: Mutex<Vec<Vec<u64>>> = Mutex::new(Vec::new());
-/// Smallest allocation worth pooling (words).
+static SMALL: Mutex<Vec<Vec<u64>>> = Mutex::new(Vec::new());
+/// Smallest allocation of the large pool (words).
 const POOL_MIN_WORDS: usize = 1 << 15;
-/// Most memory the pool holds.
+/// Most memory the large pool holds.
 const POOL_MAX_BYTES: usize = 1 << 30;
+/// Most allocations the small pool holds (at most 16 MiB).
+const SMALL_KEPT: usize = 64;
 
-fn pool_lock() -> std::sync::MutexGuard<'static, Vec<Vec<u64>>> {
-    POOL.lock().unwrap_or_else(|e| e.into_inner())
+fn pool_lock(words: usize) -> std::sync::MutexGuard<'static, Vec<Vec<u64>>> {
+    let pool = if words < POOL_MIN_WORDS {
+        &SMALL
+    } else {
+        &POOL
+    };
+    pool.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A pooled vector of exactly `words` initialised words (stale contents), if one is free.
 fn pool_take(words: usize) -> Option<Vec<u64>> {
-    if words < POOL_MIN_WORDS {
+    if words == 0 {
         return None;
     }
-    let mut p = pool_lock();
-    let i = p.iter().position(|v| v.len() == words)?;
+    let mut p = pool_lock(words);
+    let i = p.iter().rposition(|v| v.len() == words)?;
     Some(p.swap_remove(i))
 }
 
 fn pool_give(v: Vec<u64>) {
-    if v.len() < POOL_MIN_WORDS {
+    if v.is_empty() {
         return;
     }
-    let mut p = pool_lock();
+    let small = v.len() < POOL_MIN_WORDS;
+    let mut p = pool_lock(v.len());
+    if small {
+        if p.len() == SMALL_KEPT {
+            // The oldest goes.
+            p.remove(0);
+        }
+        p.push(v);
+        return;
+    }
     let held: usize = p.iter().map(|v| v.len() * 8).sum();
     if held + v.len() * 8 > POOL_MAX_BYTES {
         if let Some(i) = (0..p.len()).min_by_key(|&i| p[i].len()) {
@@ -88,8 +111,9 @@ fn pool_give(v: Vec<u64>) {
 impl HostBuffer {
     /// A zeroed buffer of `len` elements of `elem` (a scalar or tuple type).
     pub fn zeroed(elem: Type, len: usize) -> HostBuffer {
-        let mut b = HostBuffer::for_output(elem, len);
-        if b.words.len() >= POOL_MIN_WORDS {
+        let (mut b, stale) = HostBuffer::try_alloc(elem, len)
+            .unwrap_or_else(|| panic!("out of memory for a buffer of {len} elements of {elem}"));
+        if stale {
             b.words.fill(0);
         }
         b
@@ -108,13 +132,19 @@ impl HostBuffer {
     /// [`HostBuffer::for_output`], or `None` when memory for `len` elements cannot be had
     /// (a launch then reports an error instead of aborting the process).
     pub fn try_for_output(elem: Type, len: usize) -> Option<HostBuffer> {
+        HostBuffer::try_alloc(elem, len).map(|(b, _)| b)
+    }
+
+    /// A buffer with zero padding, and whether its elements are stale (pooled) rather than
+    /// zero (fresh).
+    fn try_alloc(elem: Type, len: usize) -> Option<(HostBuffer, bool)> {
         let (s, nl) = scalar_lanes(elem);
         let stride = len.checked_add(PAD)?.div_ceil(PAD) * PAD;
         let bytes = weft_ir::host::byte_len(stride, storage_bytes(s) * nl).ok()?;
         let words = bytes.div_ceil(8).checked_add(ALIGN_WORDS)?;
-        let words = match pool_take(words) {
-            Some(w) => w,
-            None => weft_ir::host::try_zeroed_words(words)?,
+        let (words, stale) = match pool_take(words) {
+            Some(w) => (w, true),
+            None => (weft_ir::host::try_zeroed_words(words)?, false),
         };
         let mut b = HostBuffer {
             elem,
@@ -124,7 +154,7 @@ impl HostBuffer {
             words,
         };
         b.zero_padding();
-        Some(b)
+        Some((b, stale))
     }
 
     /// Elements per plane of a buffer of `len` elements (`len + PAD`, rounded up to `PAD`).
@@ -288,7 +318,8 @@ impl HostBuffer {
 
     /// Element `e` as a constant.
     pub fn get(&self, e: usize) -> Const {
-        let lanes: Vec<u64> = (0..self.lanes()).map(|l| self.bits(e, l)).collect();
+        let lanes: smallvec::SmallVec<[u64; 4]> =
+            (0..self.lanes()).map(|l| self.bits(e, l)).collect();
         Const::from_lanes(self.elem, &lanes)
     }
 
@@ -315,6 +346,25 @@ impl HostBuffer {
         let (b, len) = (self.lane_bytes(), self.len);
         for l in 0..self.lanes() {
             self.plane_mut(l)[len * b..].fill(0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A zeroed buffer is zero even when its allocation comes back from a pool holding
+    /// another buffer's values, small or large.
+    #[test]
+    fn zeroed_buffers_from_the_pools_are_zero() {
+        let f32t = Type::scalar(weft_ir::ScalarType::F32);
+        for len in [1000, 1 << 16] {
+            let mut a = HostBuffer::for_output(f32t, len);
+            a.bytes_mut().fill(0xff);
+            drop(a);
+            let b = HostBuffer::zeroed(f32t, len);
+            assert!(b.bytes().iter().all(|&x| x == 0), "{len} elements");
         }
     }
 }

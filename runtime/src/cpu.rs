@@ -646,7 +646,7 @@ impl CpuDevice {
         let words = ctx.words;
         let watch = Budget {
             word: layout.abort,
-            program: name.to_string(),
+            program: prog.prepared.name_shared().clone(),
             budget: self.timeout(),
         };
         let split = prog.split(&plan.shape, |i| match inputs.get(i) {
@@ -712,7 +712,7 @@ impl CpuDevice {
         shape: Option<&[usize]>,
     ) -> Result<BufferLaunch<'a>, RuntimeError> {
         let name = prog.prepared.name();
-        let descs: Vec<ArgDesc> = args.iter().map(BufArg::desc).collect();
+        let descs: smallvec::SmallVec<[ArgDesc; 8]> = args.iter().map(BufArg::desc).collect();
         let plan = prog.prepared.plan(&descs, shape)?;
         let p = prog.prepared.program();
         check_ranges(
@@ -753,16 +753,14 @@ impl CpuDevice {
             .collect::<Option<_>>()
             .ok_or_else(|| too_big_to_allocate(name, &plan.shape))?;
         for (k, o) in outs.iter_mut().enumerate() {
-            let ptrs: Vec<u64> = (0..o.lanes())
-                .map(|l| o.plane_mut(l).as_mut_ptr() as u64)
-                .collect();
-            ctx.output(k, ptrs);
+            let lanes = o.lanes();
+            ctx.output(k, (0..lanes).map(|l| o.plane_mut(l).as_mut_ptr() as u64));
         }
         ctx.launch(&plan.shape);
         let words = ctx.words;
         let watch = Budget {
             word: layout.abort,
-            program: name.to_string(),
+            program: prog.prepared.name_shared().clone(),
             budget: self.timeout(),
         };
         let split = prog.split(&plan.shape, |i| match args.get(i) {
@@ -774,7 +772,7 @@ impl CpuDevice {
             split,
             ctx: Ctx(words),
             outs,
-            shape: plan.shape.clone(),
+            plan,
             n,
             watch,
             _args: std::marker::PhantomData,
@@ -958,7 +956,8 @@ pub struct BufferLaunch<'a> {
     split: Option<Split>,
     ctx: Ctx,
     outs: Vec<HostBuffer>,
-    shape: Vec<usize>,
+    /// The plan (launch shape and element count), shared with the program's recent plans.
+    plan: Arc<crate::prepare::Plan>,
     n: usize,
     watch: Budget,
     _args: std::marker::PhantomData<&'a HostBuffer>,
@@ -969,7 +968,7 @@ struct Budget {
     /// The context's abort word.
     word: usize,
     /// The program (for the error).
-    program: String,
+    program: Arc<str>,
     /// The device's budget when the launch was prepared.
     budget: Option<Duration>,
 }
@@ -987,7 +986,7 @@ impl BufferLaunch<'_> {
 
     /// The launch shape.
     pub fn shape(&self) -> &[usize] {
-        &self.shape
+        &self.plan.shape
     }
 
     /// Runs the kernel over every element (see [`Launch::run`]).

@@ -13,7 +13,7 @@ use weft_ir::{Const, Module, RunError, Type};
 /// A program prepared for launching (built by [`Prepared::new`], kept by the devices next
 /// to its compiled code).
 pub struct Prepared {
-    name: String,
+    name: Arc<str>,
     /// The module as given: arguments are checked against its program, so errors name the
     /// user's parameters.
     source: Module,
@@ -108,7 +108,7 @@ impl Prepared {
             },
         };
         Ok(Prepared {
-            name: name.to_string(),
+            name: name.into(),
             source: m.clone(),
             kernel,
             split,
@@ -118,6 +118,11 @@ impl Prepared {
 
     /// The program's name.
     pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The program's name, shared (for errors of launches, without copying it per launch).
+    pub fn name_shared(&self) -> &Arc<str> {
         &self.name
     }
 
@@ -179,15 +184,15 @@ impl Prepared {
 }
 
 /// Prepared programs by module identity, for callers that keep a module unchanged behind an
-/// `Arc` (the `weft` library's programs): found by the `Arc`'s address and the program name,
-/// with no hashing of the IR. Each entry holds its `Arc`, so while it lives the address
+/// `Arc` (the `weft` library's programs): found by the `Arc`'s address and the program's
+/// position in it, with no hashing of the IR. Each entry holds its `Arc`, so while it lives the address
 /// cannot be reused by another module; evicted entries are simply prepared again.
 pub(crate) struct ByIdentity<V> {
     map: Mutex<IdentityMap<V>>,
 }
 
-/// (module address, program name) → (the module, the value).
-type IdentityMap<V> = crate::cache::Lru<(usize, String), (Arc<Module>, V)>;
+/// (module address, program position in the module) → (the module, the value).
+type IdentityMap<V> = crate::cache::Lru<(usize, usize), (Arc<Module>, V)>;
 
 impl<V> Default for ByIdentity<V> {
     fn default() -> Self {
@@ -209,7 +214,11 @@ impl<V: Clone> ByIdentity<V> {
         name: &str,
         make: impl FnOnce() -> Result<V, E>,
     ) -> Result<V, E> {
-        let key = (Arc::as_ptr(m) as usize, name.to_string());
+        // A program the module lacks is never stored: `make` reports it.
+        let key = (
+            Arc::as_ptr(m) as usize,
+            m.position(name).unwrap_or(usize::MAX),
+        );
         if let Some((_, v)) = self.lock().get(&key) {
             return Ok(v);
         }

@@ -135,7 +135,8 @@ impl Watchdog {
 /// One run's watch: its abort flag, raised by the watchdog thread once `budget` has passed
 /// (never without a budget). Dropping it stops watching.
 pub(crate) struct Watch {
-    flag: Arc<AbortFlag>,
+    /// The run's own flag; none without a budget ([`NEVER`] then).
+    flag: Option<Arc<AbortFlag>>,
     id: Option<u64>,
 }
 
@@ -145,10 +146,14 @@ impl Watch {
     /// # Errors
     /// The watchdog thread could not be started (the message says why).
     pub(crate) fn start(budget: Option<Duration>) -> Result<Watch, String> {
-        let flag = Arc::new(AbortFlag::new());
         let Some(budget) = budget else {
-            return Ok(Watch { flag, id: None });
+            // Nothing raises the flag: the shared one that never is (no allocation).
+            return Ok(Watch {
+                flag: None,
+                id: None,
+            });
         };
+        let flag = Arc::new(AbortFlag::new());
         let w = watchdog();
         let mut st = w.lock();
         if !st.started {
@@ -172,12 +177,15 @@ impl Watch {
                 w.wake.notify_one();
             }
         }
-        Ok(Watch { flag, id: Some(id) })
+        Ok(Watch {
+            flag: Some(flag),
+            id: Some(id),
+        })
     }
 
     /// The flag compiled code checks.
     pub(crate) fn flag(&self) -> &AbortFlag {
-        &self.flag
+        self.flag.as_deref().unwrap_or(&NEVER)
     }
 }
 

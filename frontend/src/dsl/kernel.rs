@@ -267,7 +267,7 @@ impl Kernel {
                         crate::array::Source::Stored(s) => s.host()?,
                         crate::array::Source::Grid => unreachable!("made contiguous"),
                     };
-                    Slot::Array(h, v.offset, v.shape.clone())
+                    Slot::Array(h, v.offset, v.shape.to_vec())
                 }
                 Karg::Buffer(_) => Slot::Missing,
             };
@@ -297,7 +297,7 @@ impl Kernel {
                     Some(h) => h,
                     None => d.to_host_buffer()?,
                 };
-                slots[i] = Slot::Buffer(h, d.shape.clone());
+                slots[i] = Slot::Buffer(h, d.shape.to_vec());
             }
         }
         let mut kargs: Vec<weft_runtime::KernelBuf> = slots
@@ -375,11 +375,11 @@ impl Kernel {
                 }
                 Karg::Array(d) => {
                     let (b, v) = resident(d)?;
-                    GpuSlot::Array(b, v.offset, v.shape.clone())
+                    GpuSlot::Array(b, v.offset, v.shape.to_vec())
                 }
                 Karg::Buffer(d) => {
                     let (b, v) = resident(d)?;
-                    GpuSlot::Buffer(gpu.copy_buffer(&b, v.offset, v.len())?, v.shape.clone())
+                    GpuSlot::Buffer(gpu.copy_buffer(&b, v.offset, v.len())?, v.shape.to_vec())
                 }
             };
         }
