@@ -28,6 +28,14 @@ pub use cuda::{
 };
 pub use prepare::{Plan, Prepared};
 
+/// Runs `f(i)` for every `i` in `0..n` exactly once on the CPU device's launch pool (the
+/// calling thread and the pool's spinning workers; the calling thread alone while another
+/// launch uses the pool) and returns when all have finished: host work between launches
+/// (such as `weft run --iterate`'s stopping test) without a second thread pool's wake-up.
+pub fn parallel_for(n: usize, f: &(dyn Fn(usize) + Sync)) {
+    pool::run(n, f)
+}
+
 /// Backends this build can run programs on ([`Backend::NAMES`]). `cuda` is always compiled
 /// in; whether a GPU and driver are present is a run-time matter ([`cuda_driver_status`],
 /// [`cuda_devices`]).

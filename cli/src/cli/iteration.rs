@@ -169,17 +169,21 @@ pub fn max_f64(a: &HostArray) -> f64 {
     max_of(lanes_f64(a))
 }
 
+/// Elements per piece of [`max_f64_buffer`]'s parallel loop.
+const PIECE: usize = 1 << 15;
+
 /// [`max_f64`] of a kernel buffer's elements.
 fn max_f64_buffer(b: &HostBuffer) -> f64 {
     if let Some(xs) = (0..b.lanes())
         .map(|l| b.plane_f32(l).map(|p| &p[..b.len()]))
         .collect::<Option<Vec<&[f32]>>>()
     {
-        // f32 planes read directly (a Jacobi step's `--until` over 512² points), in a loop
-        // the compiler vectorises: `f32::max` ignores NaN, so NaN is tracked on the side.
-        // Sixteen running maxima, so the loop has no chain of dependent comparisons.
-        let (mut m, mut nan) = ([f32::NEG_INFINITY; 16], false);
-        for p in xs {
+        // f32 planes read directly (a Jacobi step's `--until` over 512² points), in pieces
+        // over the launch pool (as the library's `max` runs), each in a loop the compiler
+        // vectorises: `f32::max` ignores NaN, so NaN is tracked on the side. Sixteen
+        // running maxima, so the loop has no chain of dependent comparisons.
+        let fold = |p: &[f32]| {
+            let (mut m, mut nan) = ([f32::NEG_INFINITY; 16], false);
             let mut chunks = p.chunks_exact(16);
             for c in &mut chunks {
                 for (mi, &x) in m.iter_mut().zip(c) {
@@ -191,8 +195,20 @@ fn max_f64_buffer(b: &HostBuffer) -> f64 {
                 nan |= x.is_nan();
                 m[0] = m[0].max(x);
             }
-        }
-        let m = m.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+            (m.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)), nan)
+        };
+        let pieces: Vec<&[f32]> = xs.iter().flat_map(|p| p.chunks(PIECE)).collect();
+        let parts: Vec<std::sync::OnceLock<(f32, bool)>> =
+            pieces.iter().map(|_| std::sync::OnceLock::new()).collect();
+        weft_runtime::parallel_for(pieces.len(), &|i| {
+            let _ = parts[i].set(fold(pieces[i]));
+        });
+        let (m, nan) = parts
+            .iter()
+            .filter_map(|p| p.get())
+            .fold((f32::NEG_INFINITY, false), |(m, n), &(pm, pn)| {
+                (m.max(pm), n | pn)
+            });
         return if nan { f64::NAN } else { f64::from(m) };
     }
     let s = b.elem().lanes().map_or(ScalarType::F32, |(s, _)| s);
@@ -425,4 +441,25 @@ pub fn read_png(path: &Path, ty: weft_ir::Type) -> Result<HostArray, String> {
         shape: vec![h, w],
         data,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `--until` maximum of a buffer split into pieces over the launch pool is the
+    /// maximum of every element, NaN when any element is NaN, as `max_f64` gives.
+    #[test]
+    fn buffer_maximum_covers_every_piece() {
+        let n = 3 * PIECE + 17;
+        let mut xs: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 1e-3).collect();
+        xs[n - 5] = 7.5;
+        let a = HostArray::from_f32(&xs);
+        let b = HostBuffer::from_host_array(&a);
+        assert_eq!(max_f64_buffer(&b), 7.5);
+        assert_eq!(max_f64_buffer(&b), max_f64(&a));
+        xs[2 * PIECE + 3] = f32::NAN;
+        let b = HostBuffer::from_host_array(&HostArray::from_f32(&xs));
+        assert!(max_f64_buffer(&b).is_nan());
+    }
 }
