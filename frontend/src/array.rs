@@ -298,11 +298,15 @@ impl ArrayData {
 
     /// True when the view's elements are consecutive in storage (row-major).
     pub(crate) fn contiguous(&self) -> bool {
-        let rm = row_major(&self.shape);
-        self.shape
-            .iter()
-            .zip(rm.iter().zip(&self.strides))
-            .all(|(&d, (a, b))| d <= 1 || a == b)
+        // Row-major strides from the last axis in, compared as they are made.
+        let mut want = 1usize;
+        for (&d, &st) in self.shape.iter().zip(&self.strides).rev() {
+            if d > 1 && st != want {
+                return false;
+            }
+            want = want.wrapping_mul(d);
+        }
+        true
     }
 
     /// Storage position of row-major element `i` of the view.

@@ -58,12 +58,20 @@ enum ArgKey {
 }
 
 impl Signature {
-    fn matches(&self, descs: &[ArgDesc], shape: Option<&[usize]>) -> bool {
+    /// Whether a launch with `descs` and `shape` has this signature; uniform values count
+    /// only when `values` (a plan depends on them only through a lifted prologue).
+    fn matches(&self, descs: &[ArgDesc], shape: Option<&[usize]>, values: bool) -> bool {
         self.shape.as_deref() == shape
             && self.args.len() == descs.len()
             && self.args.iter().zip(descs).all(|(k, d)| match (k, d) {
                 (ArgKey::Array(t, s), ArgDesc::Array { elem, shape }) => t == elem && s == shape,
-                (ArgKey::Uniform(a), ArgDesc::Uniform(b)) => a == b,
+                (ArgKey::Uniform(a), ArgDesc::Uniform(b)) => {
+                    if values {
+                        a == b
+                    } else {
+                        a.ty == b.ty
+                    }
+                }
                 _ => false,
             })
     }
@@ -142,15 +150,21 @@ impl Prepared {
 
     /// Checks a launch's arguments (`descs`, one per parameter) and optional launch shape
     /// against the program and plans it: launch shape, element count, and the prologue's
-    /// results for these uniform values. A launch with the signature and uniform values of
-    /// one of the latest few reuses its plan.
+    /// results for these uniform values. A launch with the signature (and, when a prologue
+    /// was lifted, the uniform values) of one of the latest few reuses its plan.
     ///
     /// # Errors
     /// The interpreter's messages for wrong arguments or launch shape, naming the
     /// parameter; a failing prologue.
     pub fn plan(&self, descs: &[ArgDesc], shape: Option<&[usize]>) -> Result<Arc<Plan>, RunError> {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(k) = last.iter().rposition(|(sig, _)| sig.matches(descs, shape)) {
+        // Without a prologue the plan (shape, count, no extra uniforms) does not depend on
+        // the uniform values: a loop passing a new step size each launch keeps its plan.
+        let values = self.split.is_some();
+        if let Some(k) = last
+            .iter()
+            .rposition(|(sig, _)| sig.matches(descs, shape, values))
+        {
             let hit = last.remove(k);
             let plan = hit.1.clone();
             last.push(hit);
