@@ -171,13 +171,15 @@ impl CpuProgram {
         });
         // Kernels store only their ranges' elements, so interior ranges need no alignment.
         // Cranelift's kernels run a range's partial blocks as masked SIMD blocks, so its
-        // interior ranges are aligned (the rest of a row goes to the border ranges, measured
-        // faster on Jacobi); LLVM's run partial blocks and short border ranges one element
+        // interior ranges are aligned to whole blocks (the rest of a row goes to the border
+        // ranges: one block at each end of a Jacobi row; aligning to PAD = two blocks was
+        // 9% slower per 1024² sweep: 160 against 175 µs); LLVM's run partial blocks and
+        // short border ranges one element
         // at a time (no gathers), so the whole interior goes to the interior kernel
         // (Jacobi 1024² with LLVM: 13–14 ms against 22–29 ms aligned, docs/performance.md).
         let align = match *self.code {
             HostCode::Llvm(_) => 1,
-            HostCode::Cranelift(_) => PAD,
+            HostCode::Cranelift(_) => weft_ir::abi::BLOCK,
         };
         let segs = partition::split(shape, &bx, align);
         let split = segs.iter().any(|s| s.1).then(|| {
