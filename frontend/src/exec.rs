@@ -236,8 +236,8 @@ pub(crate) fn run(dev: &Device, l: &Prepared) -> Result<Vec<Resident>> {
                     ArgVal::Array(d) => stored(d).cuda(gpu).map(Some),
                     ArgVal::Uniform(_) => Ok(None),
                 })
-                .collect::<Result<Vec<_>>>()?;
-            let cargs: Vec<CudaArg> = l
+                .collect::<Result<smallvec::SmallVec<[_; 8]>>>()?;
+            let cargs: smallvec::SmallVec<[CudaArg; 8]> = l
                 .args
                 .iter()
                 .zip(&bufs)

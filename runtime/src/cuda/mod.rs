@@ -850,7 +850,7 @@ impl CudaDevice {
                 }
             }
         }
-        let descs: Vec<ArgDesc> = args.iter().map(CudaArg::desc).collect();
+        let descs: smallvec::SmallVec<[ArgDesc; 8]> = args.iter().map(CudaArg::desc).collect();
         let plan = prog.prepared.plan(&descs, shape)?;
         let p = prog.prepared.program();
         crate::plan::check_ranges(
