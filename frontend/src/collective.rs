@@ -1067,8 +1067,9 @@ fn reduce_levels_on_device(
     // A GPU thread folding `SMALL` elements alone would wait on 128 loads in a row.
     let small = if gpu_plan(dev) { GPU_SMALL } else { SMALL };
     loop {
-        let elems: Vec<Type> = cur.iter().map(|a| a.elem).collect();
-        let mut args: Vec<ArgVal> = cur.iter().map(|a| ArgVal::Array(a.clone())).collect();
+        let elems: smallvec::SmallVec<[Type; 4]> = cur.iter().map(|a| a.elem).collect();
+        let mut args: Vec<ArgVal> = Vec::with_capacity(cur.len() + 1);
+        args.extend(cur.iter().map(|a| ArgVal::Array(a.clone())));
         args.push(i32_arg(n));
         if n <= small {
             let m = cached(c, map, Kind::Small, &elems, || {

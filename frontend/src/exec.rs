@@ -147,7 +147,10 @@ pub(crate) fn prepare(
     let mut args = args;
     for a in &mut args {
         if let ArgVal::Array(d) = a {
-            *d = d.contiguous_view()?;
+            // Most arrays already are contiguous stored views: kept as they are.
+            if !(matches!(d.source, Source::Stored(_)) && d.contiguous()) {
+                *d = d.contiguous_view()?;
+            }
         }
     }
     let shape = shape.or(grid_shape.as_deref());
@@ -267,7 +270,12 @@ pub(crate) fn run(dev: &Device, l: &Prepared) -> Result<Vec<Resident>> {
 pub(crate) fn run_arrays(dev: &Device, l: &Prepared) -> Result<Vec<ArrayData>> {
     Ok(run(dev, l)?
         .into_iter()
-        .map(|r| ArrayData::stored(Storage::from_resident(r), l.shape.clone()))
+        .map(|r| {
+            ArrayData::stored(
+                Storage::from_resident(r),
+                crate::array::Dims::from_slice(&l.shape),
+            )
+        })
         .collect())
 }
 

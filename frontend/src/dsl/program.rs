@@ -164,6 +164,11 @@ impl Program {
             .collect()
     }
 
+    /// Whether any uniform input is linked to a host [`Uniform`].
+    pub(crate) fn has_captured_uniforms(&self) -> bool {
+        !self.inner.links.is_empty()
+    }
+
     /// For each uniform input linked to a host [`Uniform`]: its parameter index and the
     /// cell's *current* value (read now, so [`Uniform::set`] is seen by the next call).
     pub fn captured_uniforms(&self) -> Vec<(usize, Const)> {
