@@ -54,18 +54,21 @@ impl CudaLaunch {
     pub(super) fn enqueue(&self) -> Result<(), CudaError> {
         let d = &self.dev;
         d.bind()?;
-        let mut words = self.words.clone();
         let mut begin: i64 = 0;
         let mut end: i64 = self.n as i64;
-        let mut params: Vec<*mut c_void> = words
-            .iter_mut()
-            .map(|w| (w as *mut u64).cast::<c_void>())
+        // The driver only reads through the parameter pointers (it copies the values), so
+        // they point at the launch's own words: no copy of them per launch.
+        let mut params: smallvec::SmallVec<[*mut c_void; 64]> = self
+            .words
+            .iter()
+            .map(|w| (w as *const u64).cast_mut().cast::<c_void>())
             .collect();
         params.push((&mut begin as *mut i64).cast());
         params.push((&mut end as *mut i64).cast());
         // SAFETY: the kernel takes `layout.words` u64 values then two i64 (the PTX ABI); the
-        // parameter values are copied by the call; every plane pointer addresses a live
-        // buffer (held by `self`) of at least `n` elements (arrays: their length, at least 1).
+        // parameter values are copied by the call and never written through the pointers;
+        // every plane pointer addresses a live buffer (held by `self`) of at least `n`
+        // elements (arrays: their length, at least 1).
         unsafe {
             result::launch_kernel(
                 self.kernel.module.func,

@@ -868,7 +868,7 @@ impl CudaDevice {
         let i = &self.inner;
         let layout = &kernel.layout;
         let mut ctx = Context::new(layout);
-        let mut keep = Vec::new();
+        let mut keep = Vec::with_capacity(2 * args.len());
         for (k, (par, arg)) in p.params.iter().zip(args).enumerate() {
             match arg {
                 CudaArg::Array { buf, offset, shape } if packed(par.kind, buf.elem) => {
@@ -901,7 +901,7 @@ impl CudaDevice {
         for (j, c) in plan.extra.iter().enumerate() {
             ctx.uniform(args.len() + j, c);
         }
-        let mut outs = Vec::new();
+        let mut outs = Vec::with_capacity(p.outputs.len());
         for (k, o) in p.outputs.iter().enumerate() {
             // Not zeroed: the kernel writes every element; the padding is zeroed on download.
             let b = guard("cuMemAlloc", || {
