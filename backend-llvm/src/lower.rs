@@ -382,6 +382,16 @@ impl<'m> Lower<'m> {
         self.def(format!("call {flags}{ret} @{name}({})", list.join(", ")))
     }
 
+    /// `llvm.{op}.i64` (`umin`, `umax`, `smin` or `smax`) of two i64 operands.
+    fn min_max_i64(&mut self, op: &str, a: impl Into<String>, b: impl Into<String>) -> String {
+        self.intrinsic(
+            "",
+            &format!("llvm.{op}.i64"),
+            "i64",
+            &[("i64".into(), a.into()), ("i64".into(), b.into())],
+        )
+    }
+
     /// The context word `w` as an i64 operand.
     fn word(&mut self, w: usize) -> String {
         if let Some(x) = self.words.get(&w) {
@@ -1213,15 +1223,7 @@ impl<'m> Lower<'m> {
         if s.bits() == 64 {
             return x.to_string();
         }
-        let c = self.intrinsic(
-            "",
-            "llvm.umin.i64",
-            "i64",
-            &[
-                ("i64".into(), x.to_string()),
-                ("i64".into(), format!("{}", i32::MAX)),
-            ],
-        );
+        let c = self.min_max_i64("umin", x, i32::MAX.to_string());
         self.def(format!("trunc i64 {c} to i32"))
     }
 
@@ -1316,12 +1318,7 @@ impl<'m> Lower<'m> {
         (0..rank)
             .map(|k| {
                 let d = self.word(lw + 1 + k);
-                self.intrinsic(
-                    "",
-                    "llvm.umax.i64",
-                    "i64",
-                    &[("i64".into(), d), ("i64".into(), "1".into())],
-                )
+                self.min_max_i64("umax", d, "1")
             })
             .collect()
     }
@@ -1582,14 +1579,7 @@ impl<'m> Lower<'m> {
         let invariant = if writable { "" } else { ", !invariant.load !0" };
         let coords = self.coords64(rank);
         let n1: Vec<String> = (0..rank)
-            .map(|k| {
-                self.intrinsic(
-                    "",
-                    "llvm.umax.i64",
-                    "i64",
-                    &[("i64".into(), adims[k].clone()), ("i64".into(), "1".into())],
-                )
-            })
+            .map(|k| self.min_max_i64("umax", adims[k].clone(), "1"))
             .collect();
         let (mut at, mut by) = (coords[0].clone(), String::new());
         for k in 0..rank {
@@ -1658,12 +1648,7 @@ impl<'m> Lower<'m> {
             lin = if k == 0 {
                 c
             } else {
-                let n1 = self.intrinsic(
-                    "",
-                    "llvm.umax.i64",
-                    "i64",
-                    &[("i64".into(), adims[k].clone()), ("i64".into(), "1".into())],
-                );
+                let n1 = self.min_max_i64("umax", adims[k].clone(), "1");
                 let t = self.def(format!("mul nsw i64 {lin}, {n1}"));
                 self.def(format!("add nsw i64 {t}, {c}"))
             };
@@ -1724,12 +1709,7 @@ impl<'m> Lower<'m> {
             self.def(format!("sext {} {c} to i64", lty(cs)))
         };
         // An empty array reads its one zero element (docs/abi.md): use max(n, 1).
-        let n1 = self.intrinsic(
-            "",
-            "llvm.umax.i64",
-            "i64",
-            &[("i64".into(), n), ("i64".into(), "1".into())],
-        );
+        let n1 = self.min_max_i64("umax", n, "1");
         let out = self.def(format!("icmp uge i64 {c}, {n1}"));
         let (inr, edge, join) = (
             self.label("rdin"),
@@ -1924,12 +1904,7 @@ impl<'m> Lower<'m> {
                 self.splat(ScalarType::I64, n)
             };
             // An empty array reads its one zero element (docs/abi.md): use max(n, 1).
-            let n1s = self.intrinsic(
-                "",
-                "llvm.umax.i64",
-                "i64",
-                &[("i64".into(), n.clone()), ("i64".into(), "1".into())],
-            );
+            let n1s = self.min_max_i64("umax", n.clone(), "1");
             let n1 = if u {
                 n1s
             } else {
@@ -2979,12 +2954,7 @@ pub(crate) fn lower(
             let last = rank - 1;
             let left = l.def(format!("sub i64 %cd{last}, %cy{last}"));
             let in_row = l.def(format!("add i64 %base, {left}"));
-            l.intrinsic(
-                "",
-                "llvm.smin.i64",
-                "i64",
-                &[("i64".into(), in_row), ("i64".into(), "%end".into())],
-            )
+            l.min_max_i64("smin", in_row, "%end")
         } else {
             "%end".to_string()
         };
@@ -3041,12 +3011,7 @@ pub(crate) fn lower(
         // its elements one at a time, their coordinates carried from the block's.
         l.block("gen");
         let last = l.def(format!("add i64 %base, {w}"));
-        let to = l.intrinsic(
-            "",
-            "llvm.smin.i64",
-            "i64",
-            &[("i64".into(), last), ("i64".into(), "%end".into())],
-        );
+        let to = l.min_max_i64("smin", last, "%end");
         let starts = match &l.carried {
             Some((cy, _)) => cy.clone(),
             None => vec!["%base".to_string()],
@@ -3614,23 +3579,13 @@ fn interior_test(
             let a = l.arrays[*ai].dims[k].clone();
             for bound in [a, ext.clone()] {
                 let b = l.def(format!("sub i64 {bound}, {}", offs[k]));
-                hi = l.intrinsic(
-                    "",
-                    "llvm.smin.i64",
-                    "i64",
-                    &[("i64".into(), hi), ("i64".into(), b)],
-                );
+                hi = l.min_max_i64("smin", hi, b);
             }
         }
         // Elements `lo ≤ c` and `c + m < hi` (m = n − 1 on the last axis, 0 elsewhere).
         let m = if k + 1 == rank { n - 1 } else { 0 };
         let span = l.def(format!("sub i64 {hi}, {}", lo + m));
-        let span = l.intrinsic(
-            "",
-            "llvm.smax.i64",
-            "i64",
-            &[("i64".into(), span), ("i64".into(), "0".into())],
-        );
+        let span = l.min_max_i64("smax", span, "0");
         let rel = l.def(format!("sub i64 {coord}, {lo}"));
         let ok = l.def(format!("icmp ult i64 {rel}, {span}"));
         let small = l.def(format!(

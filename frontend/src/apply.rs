@@ -208,15 +208,20 @@ impl Program {
         args: impl Args,
         shape: Option<&[usize]>,
     ) -> Result<R> {
-        let given = args.into_args();
+        let all = self.inputs(args.into_args())?;
+        let l = prepare(self.module_arc(), self.name(), all, shape)?;
+        R::from_bundle(Bundle {
+            outs: defer(dev, l)?,
+        })
+    }
+
+    /// Every input of the program in order: the `given` arguments in the open inputs, the
+    /// captured uniforms' current values in theirs.
+    fn inputs(&self, given: Vec<Arg>) -> Result<Vec<ArgVal>> {
         let p = self.ir();
-        // Every input open (no captured uniforms): the arguments are the inputs in order.
         if !self.has_captured_uniforms() && given.len() == p.params.len() {
-            let all = given.into_iter().map(|a| a.0).collect();
-            let l = prepare(self.module_arc(), self.name(), all, shape)?;
-            return R::from_bundle(Bundle {
-                outs: defer(dev, l)?,
-            });
+            // Every input open: the arguments as they are.
+            return Ok(given.into_iter().map(|a| a.0).collect());
         }
         let open = self.open_inputs();
         if given.len() != open.len() {
@@ -239,20 +244,14 @@ impl Program {
         for (i, c) in self.captured_uniforms() {
             all[i] = Some(ArgVal::Uniform(c));
         }
-        let all: Vec<ArgVal> = all
-            .into_iter()
+        all.into_iter()
             .enumerate()
             .map(|(i, a)| {
                 a.ok_or_else(|| {
                     Error::argument(format!("input {i} `{}` has no value", p.param_name(i)))
                 })
             })
-            .collect::<Result<_>>()?;
-        let m = self.module_arc().clone();
-        let l = prepare(&m, self.name(), all, shape)?;
-        R::from_bundle(Bundle {
-            outs: defer(dev, l)?,
-        })
+            .collect()
     }
 }
 

@@ -144,7 +144,7 @@ impl Storage {
     }
 
     /// Runs the pending launch that computes this storage, if any.
-    fn resolve(&self) -> Result<()> {
+    pub(crate) fn resolve(&self) -> Result<()> {
         let pending = lock(&self.state).pending.clone();
         if let Some((p, _)) = pending {
             p.run()
@@ -163,11 +163,6 @@ impl Storage {
             .pending
             .as_ref()
             .map_or(0, |(p, _)| p.depth)
-    }
-
-    /// Runs the pending launch that computes this storage, if any (for bounding chains).
-    pub(crate) fn run_pending(&self) -> Result<()> {
-        self.resolve()
     }
 
     pub(crate) fn residency(&self) -> Residency {

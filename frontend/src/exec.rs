@@ -162,6 +162,7 @@ pub(crate) fn prepare(
         .ok_or_else(|| Error::argument(format!("no program @{name}")))?;
     let (launch, _) = plan_launch_desc(&module.programs[program], &descs, shape)
         .map_err(|e| Error::argument(e.to_string()))?;
+    // The descriptions borrow `args`, which the result takes.
     drop(descs);
     Ok(Prepared {
         module,
@@ -296,7 +297,7 @@ pub(crate) fn defer(dev: &Device, l: Prepared) -> Result<Vec<ArrayData>> {
     let mut depth = 1 + inputs().map(|s| s.pending_depth()).max().unwrap_or(0);
     if depth > crate::array::MAX_PENDING_DEPTH {
         for s in inputs() {
-            s.run_pending()?;
+            s.resolve()?;
         }
         depth = 1;
     }
