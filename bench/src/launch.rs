@@ -138,7 +138,7 @@ fn iterate_rows() -> (f64, f64) {
         for _ in 0..steps {
             let (next, delta): (Array<2, f32>, Array<2, f32>) =
                 ok(p.apply_shape_on(&dev, &[side, side], &u));
-            std::hint::black_box(ok(dev.scope(|| weft::max(&delta))));
+            std::hint::black_box(ok(dev.scope(|| weft::maximum(&delta))));
             u = next;
         }
     }) / steps as f64;

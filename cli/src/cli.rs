@@ -42,8 +42,14 @@ pub enum Command {
     },
     /// Print a .weft file in canonical form.
     Fmt {
-        /// The file.
+        /// The file (`-`: standard input).
         file: PathBuf,
+        /// Print nothing; exit non-zero (naming the file) if it is not in canonical form.
+        #[arg(long, conflicts_with = "in_place")]
+        check: bool,
+        /// Rewrite the file in canonical form (atomically: a temporary file renamed over it).
+        #[arg(long = "in-place")]
+        in_place: bool,
     },
     /// Print what a backend makes of a program: `clif` (Cranelift IR), `llvm-ir` (optimised
     /// LLVM IR of the host kernel), `asm` (host assembly from LLVM), `ptx-ir` (optimised
@@ -134,6 +140,15 @@ pub enum Command {
         /// element's work; `cuda` has no watchdog. Default: `WEFT_TIMEOUT`, else 600.
         #[arg(long, value_name = "SECONDS", value_parser = parse_budget)]
         timeout: Option<Budget>,
+        /// Convert `.npy` inputs of another dtype to the parameter's element type (the IR's
+        /// `cast`: integers wrap, float→int saturates, floats round to nearest even);
+        /// without it a different dtype is an error.
+        #[arg(long)]
+        cast: bool,
+        /// Print the compile time and the run time (milliseconds) after the outputs (a
+        /// kernel always prints its launch time).
+        #[arg(long)]
+        time: bool,
     },
     /// Optimise a module: run a pass pipeline and print the resulting module.
     ///
@@ -428,6 +443,25 @@ pub fn main() -> i32 {
     run_args(&args, &mut std::io::stdout(), &mut std::io::stderr())
 }
 
+/// [`run_args`] with `stdin` as the standard input that a `-` source file reads (tests
+/// run the CLI in-process).
+pub fn run_args_with_stdin(
+    args: &[String],
+    stdin: &[u8],
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
+    STDIN.with(|s| *s.borrow_mut() = Some(stdin.to_vec()));
+    let code = run_args(args, out, err);
+    STDIN.with(|s| *s.borrow_mut() = None);
+    code
+}
+
+thread_local! {
+    /// The standard input given to [`run_args_with_stdin`], if any.
+    static STDIN: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
+}
+
 /// Runs the CLI on `args` (the first is the program name), writing to `out` and `err`, and
 /// returns the exit code: 0 success, 1 bad input, 2 usage. Never panics on input: a panic
 /// would be a weft bug, and is reported as an internal error with exit code 1.
@@ -571,10 +605,33 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
                 Ok(())
             }
         }
-        Command::Fmt { file } => {
+        Command::Fmt {
+            file,
+            check,
+            in_place,
+        } => {
             let (src, name) = read_source(&file)?;
             let m = weft_ir::parse_module(&src).map_err(|e| weft_ir::render(&e.0, &name, &src))?;
-            let _ = write!(out, "{}", weft_ir::print_module(&m));
+            let text = weft_ir::print_module(&m);
+            if check {
+                if text != src {
+                    return Err(format!(
+                        "error: {name} is not in canonical form (run `weft fmt --in-place {name}`)"
+                    )
+                    .into());
+                }
+                return Ok(());
+            }
+            if in_place {
+                if is_stdin(&file) {
+                    return Err("error: --in-place needs a file, not `-`".into());
+                }
+                if text != src {
+                    outputs::write_text("--in-place", &file, &text)?;
+                }
+                return Ok(());
+            }
+            let _ = write!(out, "{text}");
             Ok(())
         }
         Command::Emit {
@@ -656,6 +713,8 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
             feed,
             until,
             sums,
+            cast,
+            time,
         } => {
             let timeout = run_budget(timeout)?;
             let backend: Backend = backend.parse().map_err(|e| format!("error: {e}"))?;
@@ -682,7 +741,15 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
                     )
                     .into());
                 }
-                return run_kernel_cli(&m, p, &k, &grid, &inputs, &outputs, &sums, out);
+                return run_kernel_cli(&m, p, &k, &grid, &inputs, &outputs, &sums, cast, out);
+            }
+            if shape.is_none() && !p.params.iter().any(|q| q.kind == ParamKind::Varying) {
+                return Err(format!(
+                    "error: @{} has no varying input, so its launch shape cannot come from the \
+                     inputs: pass --shape N[,M[,K]] (e.g. --shape 512,512)",
+                    p.name
+                )
+                .into());
             }
             let one = |v: Option<Vec<u32>>, flag: &str| -> Result<Option<u32>, CliError> {
                 match v.as_deref() {
@@ -714,7 +781,7 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
             };
             let dev = Device::open(backend, &opts)
                 .map_err(|e| format!("error: backend `{backend}`: {e}"))?;
-            let mut ins = bind_inputs(p, &inputs)?;
+            let mut ins = bind_inputs(p, &inputs, cast)?;
             let plan = iteration::Plan::parse(p, iterate, &feed, until.as_deref())?;
             let sums: Vec<usize> = sums
                 .iter()
@@ -724,6 +791,10 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
                 dev.apply(&m, &p.name, ins, shape.as_deref())
                     .map_err(|e| format!("error: {e}").into())
             };
+            let start = std::time::Instant::now();
+            dev.prepare(&m, &p.name)
+                .map_err(|e| format!("error: {e}"))?;
+            let compiled = start.elapsed().as_secs_f64();
             let start = std::time::Instant::now();
             let (outs, ran) = match &dev {
                 // Iterations on the CPU keep their arrays in kernel buffers between steps.
@@ -749,10 +820,13 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
                 );
             }
             outputs::write_outs(&outs_plan, |i| &outs[i])?;
-            if outputs.is_empty() && sums.is_empty() {
+            if outputs.is_empty() {
                 for (i, a) in outs.iter().enumerate() {
                     let _ = writeln!(out, "{}", summary(&p.output_name(i), a));
                 }
+            }
+            if time {
+                let _ = writeln!(out, "{}", time_line(compiled, secs));
             }
             Ok(())
         }
@@ -771,6 +845,15 @@ pub struct Budget(pub Option<std::time::Duration>);
 
 fn parse_budget(s: &str) -> Result<Budget, String> {
     weft_runtime::watchdog::parse_timeout(s).map(Budget)
+}
+
+/// `--time`'s line: compile and run time in milliseconds.
+fn time_line(compile_s: f64, run_s: f64) -> String {
+    format!(
+        "time: compile {:.3} ms, run {:.3} ms",
+        compile_s * 1e3,
+        run_s * 1e3
+    )
 }
 
 /// `weft run`'s budget per launch when `--timeout` is not given and `WEFT_TIMEOUT` is unset:
@@ -817,6 +900,7 @@ fn run_kernel_cli(
     inputs: &[String],
     outputs: &[String],
     sums: &[String],
+    cast: bool,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let buffer = |name: &str, flag: &str| -> Result<usize, CliError> {
@@ -840,7 +924,7 @@ fn run_kernel_cli(
         .iter()
         .map(|name| Ok((name.as_str(), buffer(name, "--sum")?)))
         .collect::<Result<_, CliError>>()?;
-    let ins = bind_inputs(p, inputs)?;
+    let ins = bind_inputs(p, inputs, cast)?;
     let mut owned: Vec<Option<HostArray>> = p
         .params
         .iter()
@@ -874,7 +958,7 @@ fn run_kernel_cli(
         let _ = writeln!(out, "sum({name}) = {}", iteration::sum_f64(buffer_at(i)));
     }
     outputs::write_outs(&outs, buffer_at)?;
-    if outputs.is_empty() && sums.is_empty() {
+    if outputs.is_empty() {
         for (i, a) in owned.iter().enumerate() {
             if let Some(a) = a {
                 let _ = writeln!(out, "{}", summary(p.param_name(i), a));
@@ -910,8 +994,22 @@ fn input_files(p: &Program, specs: &[String]) -> Vec<(String, PathBuf)> {
 /// reading), at most the size it had when opened, as UTF-8 text; returns the text and the
 /// name for messages.
 fn read_source(path: &Path) -> Result<(String, String), CliError> {
-    let name = path.display().to_string();
-    let bytes = weft::data::read_regular(path).map_err(|e| format!("error: {name}: {e}"))?;
+    let (name, bytes) = if is_stdin(path) {
+        let b = match STDIN.with(|s| s.borrow_mut().take()) {
+            Some(b) => b,
+            None => {
+                let mut b = Vec::new();
+                std::io::Read::read_to_end(&mut std::io::stdin(), &mut b)
+                    .map_err(|e| format!("error: <stdin>: {e}"))?;
+                b
+            }
+        };
+        ("<stdin>".to_string(), b)
+    } else {
+        let name = path.display().to_string();
+        let b = weft::data::read_regular(path).map_err(|e| format!("error: {name}: {e}"))?;
+        (name, b)
+    };
     match String::from_utf8(bytes) {
         Ok(s) => Ok((s, name)),
         Err(e) => {
@@ -924,6 +1022,11 @@ fn read_source(path: &Path) -> Result<(String, String), CliError> {
             .into())
         }
     }
+}
+
+/// Whether a source path is `-`, standard input.
+fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == "-"
 }
 
 /// Reads, parses and verifies a module; errors are rendered with file:line:col and a snippet.
@@ -994,13 +1097,41 @@ fn split_eq<'a>(spec: &'a str, flag: &str) -> Result<(&'a str, &'a str), CliErro
 ///
 /// Errors: the file cannot be read, or its dtype or shape does not fit `ty` (the message
 /// names the file).
-fn read_array(path: &Path, ty: Type) -> Result<HostArray, String> {
+fn read_array(path: &Path, ty: Type, cast: bool) -> Result<HostArray, String> {
     let data = npy::read_npy(path).map_err(|e| e.to_string())?;
     let (elem, dims) = match ty.array_parts() {
         Some((d, e, _)) => (e, Some(d as usize)),
         None => (ty, None),
     };
-    npy::to_host_array(data, elem, dims).map_err(|m| format!("{}: {m}", path.display()))
+    npy::to_host_array_as(data, elem, dims, cast).map_err(|m| format!("{}: {m}", path.display()))
+}
+
+/// A uniform input of scalar or tuple type `ty` from an `.npy` file holding one value: a
+/// 0-d array (`np.save(f, np.float32(2.5))`), or for a tuple its lanes as one axis.
+fn read_uniform(path: &Path, ty: Type, cast: bool) -> Result<Const, String> {
+    let data = npy::read_npy(path).map_err(|e| e.to_string())?;
+    let (_, lanes) = ty.lanes().ok_or("array of arrays")?;
+    if data.data.len() != lanes as usize {
+        return Err(format!(
+            "{}: a uniform {ty} needs one value (a 0-d array{}), got shape {:?}",
+            path.display(),
+            if lanes == 1 {
+                String::new()
+            } else {
+                format!(" of {lanes} lanes, shape ({lanes},)")
+            },
+            data.shape
+        ));
+    }
+    // Read as a one-element 1-D array of `ty`.
+    let shape = if lanes == 1 {
+        vec![1]
+    } else {
+        vec![1, lanes as usize]
+    };
+    let a = npy::to_host_array_as(npy::NpyData { shape, ..data }, ty, Some(1), cast)
+        .map_err(|m| format!("{}: {m}", path.display()))?;
+    Ok(Const::from_lanes(ty, &a.data))
 }
 
 /// Parses a literal of scalar or tuple type `ty`: one lane per comma-separated part, each
@@ -1042,7 +1173,7 @@ fn parse_const(ty: Type, value: &str) -> Result<Const, String> {
     Ok(Const::from_lanes(ty, &lanes))
 }
 
-fn bind_inputs(p: &Program, specs: &[String]) -> Result<Vec<Input>, CliError> {
+fn bind_inputs(p: &Program, specs: &[String], cast: bool) -> Result<Vec<Input>, CliError> {
     let mut ins: Vec<Option<Input>> = vec![None; p.params.len()];
     for spec in specs {
         let (name, value) = split_eq(spec, "--in")?;
@@ -1060,6 +1191,9 @@ fn bind_inputs(p: &Program, specs: &[String]) -> Result<Vec<Input>, CliError> {
         let ty = p.ty(par.value);
         let bad = |m: String| CliError(format!("error: --in {name}: {m}"));
         let input = match par.kind {
+            ParamKind::Uniform if value.ends_with(".npy") => {
+                Input::Uniform(read_uniform(Path::new(value), ty, cast).map_err(bad)?)
+            }
             ParamKind::Uniform => Input::Uniform(parse_const(ty, value).map_err(bad)?),
             ParamKind::Varying | ParamKind::Array | ParamKind::Buffer => {
                 let path = Path::new(value);
@@ -1078,7 +1212,7 @@ fn bind_inputs(p: &Program, specs: &[String]) -> Result<Vec<Input>, CliError> {
                         }
                     )));
                 }
-                Input::Array(Arc::new(read_array(path, ty).map_err(bad)?))
+                Input::Array(Arc::new(read_array(path, ty, cast).map_err(bad)?))
             }
         };
         ins[i] = Some(input);

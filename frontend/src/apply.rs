@@ -162,12 +162,15 @@ impl Program {
     /// The inputs are taken by value: an array passed in and assigned the result
     /// (`x = p.apply(&x)?`) reads its old contents (double buffering is automatic). The
     /// launch is deferred until a result is read (or used by a launch on another device);
-    /// argument errors are reported here, at once.
+    /// argument errors are reported here, at once, and errors of the launch itself (a
+    /// runaway loop stopped by the time budget of [`Device::open`]) by the read, naming the
+    /// line of this call.
     ///
     /// # Errors
     /// Wrong argument count; varying inputs of different shapes; element types or axes not
     /// matching the program ("input 1 `y` … expects elements of type f32, got f64"); a
     /// result type that does not match the outputs.
+    #[track_caller]
     pub fn apply<R: Outputs>(&self, args: impl Args) -> Result<R> {
         self.apply_on(&Device::current(), args)
     }
@@ -176,6 +179,7 @@ impl Program {
     ///
     /// # Errors
     /// As [`Program::apply`].
+    #[track_caller]
     pub fn apply_on<R: Outputs>(&self, dev: &Device, args: impl Args) -> Result<R> {
         self.launch(dev, args, None)
     }
@@ -185,6 +189,7 @@ impl Program {
     ///
     /// # Errors
     /// As [`Program::apply`]; a shape that differs from the varying inputs'.
+    #[track_caller]
     pub fn apply_shape<R: Outputs>(&self, shape: &[usize], args: impl Args) -> Result<R> {
         self.launch(&Device::current(), args, Some(shape))
     }
@@ -193,6 +198,7 @@ impl Program {
     ///
     /// # Errors
     /// As [`Program::apply_shape`].
+    #[track_caller]
     pub fn apply_shape_on<R: Outputs>(
         &self,
         dev: &Device,
@@ -202,6 +208,7 @@ impl Program {
         self.launch(dev, args, Some(shape))
     }
 
+    #[track_caller]
     fn launch<R: Outputs>(
         &self,
         dev: &Device,
@@ -209,9 +216,16 @@ impl Program {
         shape: Option<&[usize]>,
     ) -> Result<R> {
         let all = self.inputs(args.into_args())?;
+        if shape.is_none() && !self.has_varying_input() {
+            return Err(Error::argument(format!(
+                "@{} has no varying input, so its launch shape cannot come from the \
+                 arguments: give it with `apply_shape(&[n], args)` (or `apply_shape_on`)",
+                self.name()
+            )));
+        }
         let l = prepare(self.module_arc(), self.name(), all, shape)?;
         R::from_bundle(Bundle {
-            outs: defer(dev, l)?,
+            outs: defer(dev, l, Some(std::panic::Location::caller()))?,
         })
     }
 

@@ -147,8 +147,7 @@ impl Storage {
     pub(crate) fn resolve(&self) -> Result<()> {
         let pending = lock(&self.state).pending.clone();
         if let Some((p, _)) = pending {
-            p.run()
-                .map_err(|e| Error::argument(format!("deferred launch failed: {e}")))?;
+            p.run().map_err(Error::argument)?;
             let mut st = lock(&self.state);
             if st.pending.is_some() {
                 st.pending = None;

@@ -897,7 +897,7 @@ fn runs_kernel_level(dev: &Device, c: &Combiner, cur: &ArrayData, n: usize) -> R
     let kernel = runs_kernel(c, cur.elem)?;
     let zeros = cached(c, None, Kind::Zeros, &[st], || zeros_program(st))?;
     let l = prepare(&zeros, "reduce.zeros", Vec::new(), Some(&[blocks]))?;
-    let mut out = crate::exec::defer(dev, l)?.remove(0);
+    let mut out = crate::exec::defer(dev, l, None)?.remove(0);
     let groups =
         u32::try_from(blocks).map_err(|_| Error::argument(format!("reduce: {blocks} segments")))?;
     let mut args = [
@@ -1226,20 +1226,22 @@ pub fn product<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<T> {
 }
 
 /// The least element (lane-wise; NaN-propagating for floats, DESIGN §3) on the current
-/// device.
+/// device: Halide's `minimum` (the lane-wise minimum of two values while recording is
+/// [`crate::dsl::min`]).
 ///
 /// # Errors
 /// An empty array; as [`sum`].
-pub fn min<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<T> {
-    builtin(Opcode::Min, a)?.ok_or_else(|| Error::argument("min of an empty array"))
+pub fn minimum<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<T> {
+    builtin(Opcode::Min, a)?.ok_or_else(|| Error::argument("minimum of an empty array"))
 }
 
-/// The greatest element (lane-wise; NaN-propagating for floats) on the current device.
+/// The greatest element (lane-wise; NaN-propagating for floats) on the current device:
+/// Halide's `maximum` (the lane-wise maximum of two values is [`crate::dsl::max`]).
 ///
 /// # Errors
 /// An empty array; as [`sum`].
-pub fn max<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<T> {
-    builtin(Opcode::Max, a)?.ok_or_else(|| Error::argument("max of an empty array"))
+pub fn maximum<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<T> {
+    builtin(Opcode::Max, a)?.ok_or_else(|| Error::argument("maximum of an empty array"))
 }
 
 /// The combiner of (value, index) pairs for arg_min (`less`) or arg_max: the better value
@@ -1442,7 +1444,7 @@ impl<const D: usize, T: Elem> Array<D, T> {
             ],
             None,
         )?;
-        let out = crate::exec::defer(&Device::current(), l)?;
+        let out = crate::exec::defer(&Device::current(), l, None)?;
         Array::from_data(out.into_iter().next().expect("one output"))
     }
 

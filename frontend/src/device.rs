@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use std::cell::RefCell;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
-use weft_runtime::{Backend, CpuDevice, CudaDevice, HostCompiler};
+use weft_runtime::{Backend, CpuDevice, CudaDevice, DeviceOptions, HostCompiler};
 
 /// The runtime's device (one type over every backend), which a [`Device`] shares.
 pub(crate) use weft_runtime::Device as Kind;
@@ -61,6 +61,31 @@ impl Device {
     pub fn cuda(ordinal: usize) -> Result<Device> {
         let d = CudaDevice::new(ordinal).map_err(|e| Error::Runtime(e.into()))?;
         Ok(Device(Arc::new(Kind::Cuda(d))))
+    }
+
+    /// A new device of `backend` set up as `opts` says (each call makes a device with its
+    /// own kernel cache): fast-math for LLVM and CUDA (docs/semantics.md, "Fast-math"), the
+    /// GPU's ordinal, CUDA block and grid sizes, and the time budget of each launch — the
+    /// CPU's watchdog (docs/abi.md): a launch running past it stops, and reading its result
+    /// gives an error naming the program and the line that applied it. The default options
+    /// take the budget from `WEFT_TIMEOUT` (seconds; none when unset).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weft::{Backend, Device, DeviceOptions};
+    /// let dev = Device::open(
+    ///     Backend::Cranelift,
+    ///     &DeviceOptions { timeout: Some(Duration::from_secs(5)), ..DeviceOptions::default() },
+    /// )?;
+    /// assert_eq!(dev.name(), "cpu (cranelift)");
+    /// # Ok::<(), weft::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Device::cuda`] for `Backend::Cuda`.
+    pub fn open(backend: Backend, opts: &DeviceOptions) -> Result<Device> {
+        let k = Kind::open(backend, opts).map_err(Error::Runtime)?;
+        Ok(Device(Arc::new(k)))
     }
 
     /// A device by name: `interp`, `cpu` or `cranelift`, `llvm`, `cuda` or `cuda:N`.

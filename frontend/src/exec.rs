@@ -287,7 +287,11 @@ pub(crate) fn run_arrays(dev: &Device, l: &Prepared) -> Result<Vec<ArrayData>> {
 ///
 /// # Errors
 /// A launch of that chain failed.
-pub(crate) fn defer(dev: &Device, l: Prepared) -> Result<Vec<ArrayData>> {
+pub(crate) fn defer(
+    dev: &Device,
+    l: Prepared,
+    at: Option<&'static std::panic::Location<'static>>,
+) -> Result<Vec<ArrayData>> {
     let inputs = || {
         l.args.iter().filter_map(|a| match a {
             ArgVal::Array(d) => Some(stored(d)),
@@ -304,7 +308,14 @@ pub(crate) fn defer(dev: &Device, l: Prepared) -> Result<Vec<ArrayData>> {
     let shape = crate::array::Dims::from_slice(&l.shape);
     let elems: smallvec::SmallVec<[Type; 4]> = l.outputs().collect();
     let dev = dev.clone();
-    let job: crate::array::Job = Box::new(move || run(&dev, &l));
+    // The error names the launch and the user's line that applied it: it surfaces only
+    // when a result is read.
+    let job: crate::array::Job = Box::new(move || {
+        run(&dev, &l).map_err(|e| {
+            let at = at.map(|a| format!(" (applied at {a})")).unwrap_or_default();
+            Error::argument(format!("deferred launch of @{}{at} failed: {e}", l.name()))
+        })
+    });
     Ok(crate::array::Pending::outputs(job, &elems, depth)
         .into_iter()
         .map(|s| ArrayData::stored(s, shape.clone()))

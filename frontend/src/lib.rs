@@ -14,10 +14,38 @@ pub mod scalar;
 
 pub use apply::{count, reduce, Arg, Args, Bundle, Outputs};
 pub use array::{grid1, grid2, grid3, Array, Residency};
-pub use collective::{arg_max, arg_min, max, min, product, sum, sum_array};
+pub use collective::{arg_max, arg_min, maximum, minimum, product, sum, sum_array};
 pub use device::Device;
 pub use error::{Error, Result};
 pub use scalar::{Elem, Scalar};
+pub use weft_runtime::{Backend, DeviceOptions};
+
+/// Everything a program using weft needs, for one glob import: `use weft::prelude::*;`.
+///
+/// Nothing in it clashes with Rust's own prelude or with another name in it: the recording
+/// DSL ([`dsl`]: values, interface, control flow, math, kernels — `min`/`max` are the
+/// lane-wise functions of recorded values), arrays, devices, applying, and the reductions
+/// over arrays (`sum`, `minimum`, `maximum`, … — Halide's names). The IR's own `Program`,
+/// `Value` and `Arg` stay under [`ir`].
+///
+/// ```
+/// use weft::prelude::*;
+/// let relu = Program::record(|| {
+///     let x = In::<Value1f>::named("x");
+///     Out::named("y", max(&x, 0.0f32));
+/// })?;
+/// let x = Array::from_vec([3], vec![-1.0f32, 0.5, 2.0])?;
+/// let y: Array<1, f32> = relu.apply(&x)?;
+/// assert_eq!(maximum(&y)?, 2.0);
+/// # Ok::<(), weft::Error>(())
+/// ```
+pub mod prelude {
+    pub use crate::dsl::*;
+    pub use crate::{
+        arg_max, arg_min, count, grid1, grid2, grid3, maximum, minimum, product, reduce, sum,
+        sum_array, Array, Bundle, Device, Elem, Error, Result, Scalar,
+    };
+}
 
 pub use weft_ir as ir;
 /// The program algebra (DESIGN §4): binding, composition, bundling, specialization.
@@ -26,5 +54,5 @@ pub use weft_ir::algebra;
 pub use weft_ir::passes;
 pub use weft_ir::{
     builder::ProgramBuilder, parse_module, print_module, verify_module, Const, HostArray, Module,
-    Program as IrProgram, ScalarType, Type,
+    ScalarType, Type,
 };

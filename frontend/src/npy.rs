@@ -40,6 +40,24 @@ fn err(path: &Path, message: impl Into<String>) -> NpyError {
     }
 }
 
+/// numpy's name of the dtype of `s` (`float32`, `int64`, `bool`, …), as in `np.float32`.
+pub fn numpy_name(s: ScalarType) -> &'static str {
+    match s {
+        ScalarType::Bool => "bool",
+        ScalarType::I8 => "int8",
+        ScalarType::I16 => "int16",
+        ScalarType::I32 => "int32",
+        ScalarType::I64 => "int64",
+        ScalarType::U8 => "uint8",
+        ScalarType::U16 => "uint16",
+        ScalarType::U32 => "uint32",
+        ScalarType::U64 => "uint64",
+        ScalarType::F16 => "float16",
+        ScalarType::F32 => "float32",
+        ScalarType::F64 => "float64",
+    }
+}
+
 /// The numpy dtype string (without byte order) of a scalar type.
 pub fn dtype_str(s: ScalarType) -> &'static str {
     match s {
@@ -65,7 +83,8 @@ pub const MAX_HEADER_BYTES: u64 = 1 << 20;
 /// How deep the header's Python literal may nest (a dict of a tuple is 2).
 const MAX_HEADER_DEPTH: usize = 32;
 
-/// Reads an npy file (C order, any supported dtype, either byte order).
+/// Reads an npy file (C or Fortran order, any supported dtype, either byte order); the data
+/// comes back in C order (a Fortran-ordered file is transposed while read).
 ///
 /// The file must be a regular file ([`crate::data::open_regular`]: a FIFO or `/dev/zero`
 /// is refused before reading). The header is parsed first and checked against the file's
@@ -75,8 +94,8 @@ const MAX_HEADER_DEPTH: usize = 32;
 ///
 /// Errors (each names the file): not a regular file; no `\x93NUMPY` magic; an unsupported
 /// version, a header longer than the file or than [`MAX_HEADER_BYTES`]; a header that is
-/// not a dict with `descr`, `fortran_order` and `shape`; an unsupported dtype; Fortran
-/// order; a negative dimension; `the header claims shape (…) = N elements (M bytes) but
+/// not a dict with `descr`, `fortran_order` and `shape`; an unsupported dtype; a
+/// negative dimension; `the header claims shape (…) = N elements (M bytes) but
 /// the file has K data bytes`; non-zero dimensions whose product exceeds 2^63 bytes (even
 /// in an empty array); a bool that is not 0 or 1; the memory cannot be allocated.
 pub fn read_npy(path: &Path) -> Result<NpyData, NpyError> {
@@ -170,9 +189,6 @@ fn read_npy_from(r: impl Read, len: u64) -> Result<NpyData, String> {
             header.shape_text
         ));
     }
-    if header.fortran {
-        return Err("Fortran-ordered arrays are not supported; save with C order".into());
-    }
     // `count * size == data_bytes <= u64::MAX`, so these fit.
     let count = count as usize;
     let shape: Vec<usize> = header.shape.iter().map(|&d| d as usize).collect();
@@ -211,11 +227,38 @@ fn read_npy_from(r: impl Read, len: u64) -> Result<NpyData, String> {
         }
         left -= n;
     }
+    if header.fortran && shape.len() > 1 {
+        data = fortran_to_c(&shape, &data);
+    }
     Ok(NpyData {
         scalar: header.scalar,
         shape,
         data,
     })
+}
+
+/// The elements of a Fortran-ordered (first axis fastest) array of `shape` in C order
+/// (last axis fastest).
+fn fortran_to_c(shape: &[usize], f: &[u64]) -> Vec<u64> {
+    let mut c = Vec::with_capacity(f.len());
+    let mut idx = vec![0usize; shape.len()];
+    for _ in 0..f.len() {
+        // Offset of `idx` in Fortran order.
+        let mut off = 0;
+        for (&i, &n) in idx.iter().zip(shape).rev() {
+            off = off * n + i;
+        }
+        c.push(f[off]);
+        // Next C-order index: the last axis fastest.
+        for (i, &n) in idx.iter_mut().zip(shape).rev() {
+            *i += 1;
+            if *i < n {
+                break;
+            }
+            *i = 0;
+        }
+    }
+    c
 }
 
 /// An npy header's contents.
@@ -467,14 +510,37 @@ impl LitParser<'_> {
 /// Interprets npy data as an array of element type `elem` (scalar or tuple) with `dims` axes
 /// (`None`: 1 to 3 axes). Errors say what was expected.
 pub fn to_host_array(d: NpyData, elem: Type, dims: Option<usize>) -> Result<HostArray, String> {
+    to_host_array_as(d, elem, dims, false)
+}
+
+/// [`to_host_array`], converting other dtypes to `elem`'s lanes when `cast` is true, with
+/// the IR's `cast` semantics (DESIGN §3: integers wrap, float→int saturates with NaN→0,
+/// int→float and float→float round to nearest even; `weft run --cast`).
+///
+/// Errors: as [`to_host_array`]; without `cast`, a different dtype (the message says how to
+/// convert).
+pub fn to_host_array_as(
+    mut d: NpyData,
+    elem: Type,
+    dims: Option<usize>,
+    cast: bool,
+) -> Result<HostArray, String> {
     let (s, lanes) = elem.lanes().ok_or("array of arrays")?;
     if d.scalar != s {
-        return Err(format!(
-            "expects dtype {} ({s}), got {} ({})",
-            dtype_str(s),
-            dtype_str(d.scalar),
-            d.scalar
-        ));
+        if !cast {
+            return Err(format!(
+                "expects dtype {} ({s}), got {} ({}): convert it (numpy: `a.astype(np.{})`) \
+                 or pass --cast",
+                dtype_str(s),
+                dtype_str(d.scalar),
+                d.scalar,
+                numpy_name(s)
+            ));
+        }
+        for x in &mut d.data {
+            *x = weft_ir::interp::scalar::cast(d.scalar, s, *x);
+        }
+        d.scalar = s;
     }
     let mut shape = d.shape.clone();
     if lanes > 1 {

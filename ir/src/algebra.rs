@@ -579,9 +579,9 @@ pub fn keep(p: &Program, outputs: &[&str]) -> Result<Program, AlgebraError> {
 /// The result keeps `p`'s name.
 ///
 /// Errors: a kernel operand; an unknown output (the message lists `p`'s outputs).
-pub fn drop(p: &Program, outputs: &[&str]) -> Result<Program, AlgebraError> {
-    map_programs("drop", &[p])?;
-    let dropped = find_outputs("drop", p, outputs)?;
+pub fn drop_outputs(p: &Program, outputs: &[&str]) -> Result<Program, AlgebraError> {
+    map_programs("drop_outputs", &[p])?;
+    let dropped = find_outputs("drop_outputs", p, outputs)?;
     let kept: Vec<usize> = (0..p.outputs.len())
         .filter(|i| !dropped.contains(i))
         .collect();
@@ -1046,7 +1046,7 @@ program @taps(%m: array<1 x f32, clamp>, %x: f32) -> (f32) {
         let r = keep(g, &["1", "0"]).unwrap();
         let rm = check(&m, &r);
         assert_eq!(run(&rm, "g", &[f(5.0), f(1.0)]), [f(4.0), f(6.0)]);
-        let r = drop(g, &["s"]).unwrap();
+        let r = drop_outputs(g, &["s"]).unwrap();
         let rm = check(&m, &r);
         assert_eq!(run(&rm, "g", &[f(5.0), f(1.0)]), [f(4.0)]);
         // Inputs may disappear.
@@ -1065,7 +1065,7 @@ program @taps(%m: array<1 x f32, clamp>, %x: f32) -> (f32) {
         check(&m, &r);
         assert_eq!(names(&r), ["%b: f32"]);
         assert_eq!(util::count_ops(&r, Opcode::Neg), 0);
-        let r = drop(get(&m, "g"), &["d"]).unwrap();
+        let r = drop_outputs(get(&m, "g"), &["d"]).unwrap();
         assert_eq!(util::count_ops(&r, Opcode::Sub), 0);
     }
 
@@ -1078,8 +1078,8 @@ program @taps(%m: array<1 x f32, clamp>, %x: f32) -> (f32) {
             e.to_string(),
             "keep(@g): @g has no output `z` (outputs: s, d)"
         );
-        let e = drop(g, &["2"]).unwrap_err();
-        assert_eq!(e.operation, "drop");
+        let e = drop_outputs(g, &["2"]).unwrap_err();
+        assert_eq!(e.operation, "drop_outputs");
         assert!(e.message.contains("no output `2`"), "{e}");
         let e = keep(g, &["s", "0"]).unwrap_err();
         assert_eq!(e.position, Some(0));

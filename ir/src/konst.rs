@@ -122,6 +122,45 @@ impl Const {
     }
 }
 
+/// Host scalars and arrays of 2 to 4 of them as constants (`Const::from(2.5f32)`,
+/// `Const::from([0u8, 0, 0, 255])`), e.g. for [`crate::Boundary::constant`].
+macro_rules! const_from {
+    ($($t:ty => $s:ident, $bits:expr;)*) => {$(
+        impl From<$t> for Const {
+            fn from(x: $t) -> Const {
+                let bits: fn($t) -> u64 = $bits;
+                Const::scalar(ScalarType::$s, bits(x))
+            }
+        }
+        impl<const N: usize> From<[$t; N]> for Const {
+            /// A tuple of N = 2 to 4 lanes (N = 1: a scalar; lanes past 4 are dropped, as
+            /// no type has them).
+            fn from(x: [$t; N]) -> Const {
+                let bits: fn($t) -> u64 = $bits;
+                let lanes: Vec<u64> = x.iter().map(|&v| bits(v)).collect();
+                let s = ScalarType::$s;
+                let ty = Type::tuple(s, N.clamp(1, 4) as u8).unwrap_or(Type::scalar(s));
+                Const::from_lanes(ty, &lanes)
+            }
+        }
+    )*};
+}
+
+const_from! {
+    bool => Bool, |x| x as u64;
+    i8 => I8, |x| x as u8 as u64;
+    i16 => I16, |x| x as u16 as u64;
+    i32 => I32, |x| x as u32 as u64;
+    i64 => I64, |x| x as u64;
+    u8 => U8, |x| x as u64;
+    u16 => U16, |x| x as u64;
+    u32 => U32, |x| x as u64;
+    u64 => U64, |x| x;
+    f16 => F16, |x| x.to_bits() as u64;
+    f32 => F32, |x| x.to_bits() as u64;
+    f64 => F64, |x| x.to_bits();
+}
+
 /// Formats one lane as a literal that parses back to the same bits.
 pub fn fmt_lane(f: &mut impl fmt::Write, s: ScalarType, bits: u64) -> fmt::Result {
     match s {

@@ -214,7 +214,7 @@ opcodes! {
     Shared = "shared", Kernel, Syntax::Variadic, Shared, "Group-shared array of constant size: %s: array<1 x f32> = shared %n (contents undefined until stored).";
     Barrier = "barrier", Kernel, Syntax::Fixed(0), Barrier, "Work-group barrier: waits for every work-item of the group; orders memory.";
     Store = "store", Kernel, Syntax::Fixed(3), Store, "store %a, %coords, %v into a buffer or shared array; out-of-range stores do nothing.";
-    AtomicAdd = "atomic_add", Kernel, Syntax::Fixed(3), Atomic, "Atomic add (ints wrap; f32 rounds); gives the old element (0 out of range, no effect).";
+    AtomicAdd = "atomic_add", Kernel, Syntax::Fixed(3), Atomic, "Atomic add (ints wrap; f32 and f64 round); gives the old element (0 out of range, no effect).";
     AtomicMin = "atomic_min", Kernel, Syntax::Fixed(3), Atomic, "Atomic minimum of an integer element; gives the old element.";
     AtomicMax = "atomic_max", Kernel, Syntax::Fixed(3), Atomic, "Atomic maximum of an integer element; gives the old element.";
     AtomicXchg = "atomic_xchg", Kernel, Syntax::Fixed(3), Atomic, "Atomic exchange of an integer element; gives the old element.";
@@ -487,12 +487,13 @@ pub fn infer(
                     s,
                     ScalarType::I32 | ScalarType::U32 | ScalarType::I64 | ScalarType::U64
                 );
-            let f32_add = op == Opcode::AtomicAdd && elem == Type::f32();
-            if !(int || f32_add) {
+            let float_add = op == Opcode::AtomicAdd
+                && (elem == Type::f32() || elem == Type::scalar(ScalarType::F64));
+            if !(int || float_add) {
                 return Err(format!(
                     "`{mn}` works on i32, u32, i64 or u64 elements{}, got {elem}",
                     if op == Opcode::AtomicAdd {
-                        " (and f32)"
+                        " (and f32, f64)"
                     } else {
                         ""
                     }

@@ -14,7 +14,8 @@ use std::collections::HashMap;
 /// Deepest region nesting the parser accepts (the verifier's limit for built modules).
 pub use crate::verify::MAX_DEPTH;
 
-/// Parses a module. Errors: the first syntax error, or every undefined value.
+/// Parses a module. Errors: the syntax errors (see [`parse_module_partial`]), or every
+/// undefined value.
 /// (Duplicate program names are the verifier's to report.)
 pub fn parse_module(src: &str) -> Result<Module, Errors> {
     match parse_module_partial(src)? {
@@ -47,7 +48,8 @@ pub fn parse_and_verify(src: &str) -> Result<Module, Errors> {
 }
 
 /// Parses a module, returning it with the undefined-value errors found
-/// (the module is complete apart from those). Errors: the first syntax error.
+/// (the module is complete apart from those). Errors: the syntax errors (after one, parsing
+/// resumes at the next line of the program, or at the next `program`; at most 20).
 pub fn parse_module_partial(src: &str) -> Result<(Module, Vec<Diagnostic>), Errors> {
     let toks = lex(src).map_err(|d| Errors(vec![d]))?;
     let mut p = Parser {
@@ -55,18 +57,33 @@ pub fn parse_module_partial(src: &str) -> Result<(Module, Vec<Diagnostic>), Erro
         toks,
         pos: 0,
         depth: 0,
+        syntax: Vec::new(),
+        fatal: false,
     };
     let mut m = Module::new();
     let mut errors = Vec::new();
-    while p.peek().kind != TokKind::Eof {
+    while p.peek().kind != TokKind::Eof && p.syntax.len() < MAX_SYNTAX_ERRORS {
         let mut ps = ProgState::default();
+        let before = p.syntax.len();
         match p.program(&mut ps) {
-            Ok(prog) => {
+            // Values an op with a syntax error would have defined are undefined: only the
+            // syntax errors of such a program are reported.
+            Ok(prog) if p.syntax.len() == before => {
                 errors.extend(ps.undefined(&prog));
                 m.programs.push(prog);
             }
-            Err(d) => return Err(Errors(vec![d])),
+            Ok(_) => {}
+            Err(d) => {
+                p.syntax.push(d);
+                if p.fatal {
+                    break;
+                }
+                p.skip_to_program();
+            }
         }
+    }
+    if !p.syntax.is_empty() {
+        return Err(Errors(p.syntax));
     }
     if m.programs.is_empty() {
         let t = p.peek();
@@ -76,6 +93,26 @@ pub fn parse_module_partial(src: &str) -> Result<(Module, Vec<Diagnostic>), Erro
         )]));
     }
     Ok((m, errors))
+}
+
+/// `" (did you mean `mul`?)"` for the mnemonic closest to `mn` (at most a third of its
+/// letters edited; ties go to the longest common prefix), or nothing.
+fn suggest_op(mn: &str) -> String {
+    let best = crate::opcode::OP_TABLE
+        .iter()
+        .map(|i| {
+            let prefix = mn
+                .bytes()
+                .zip(i.mnemonic.bytes())
+                .take_while(|(a, b)| a == b);
+            let d = strsim::damerau_levenshtein(mn, i.mnemonic);
+            (d, std::cmp::Reverse(prefix.count()), i.mnemonic)
+        })
+        .min();
+    match best {
+        Some((d, _, m)) if d <= (mn.len() / 3).max(1) => format!(" (did you mean `{m}`?)"),
+        _ => String::new(),
+    }
 }
 
 /// Parses text holding exactly one program.
@@ -90,11 +127,20 @@ pub fn parse_program(src: &str) -> Result<Program, Errors> {
     }
 }
 
+/// Syntax errors reported per parse at most (later ones are often echoes of earlier ones).
+const MAX_SYNTAX_ERRORS: usize = 20;
+
 struct Parser<'a> {
     src: &'a str,
     toks: Vec<Tok>,
     pos: usize,
     depth: usize,
+    /// Syntax errors recovered from (an op skipped to the next line, a program skipped to
+    /// the next `program`/`kernel`).
+    syntax: Vec<Diagnostic>,
+    /// Set by an error that ends parsing (end of input inside a region, regions nested too
+    /// deeply): no recovery is tried after it.
+    fatal: bool,
 }
 
 #[derive(Default)]
@@ -168,6 +214,54 @@ impl<'a> Parser<'a> {
         match t.kind {
             TokKind::Eof => "end of input".into(),
             _ => format!("`{}`", &self.src[t.start..t.end]),
+        }
+    }
+
+    /// Whether token `i` is the first of its line.
+    fn starts_line(&self, i: usize) -> bool {
+        i == 0
+            || self
+                .toks
+                .get(i)
+                .is_some_and(|t| self.src[self.toks[i - 1].end..t.start].contains('\n'))
+    }
+
+    /// After a syntax error in the op that starts at token `first`: skips from there to the
+    /// first token of a later line outside the regions the op opens (or to the `}` closing
+    /// the enclosing region), so that parsing resumes with the next op.
+    fn skip_op(&mut self, first: usize) {
+        self.pos = first;
+        let mut depth = 0usize;
+        loop {
+            if self.peek().kind == TokKind::Eof {
+                return;
+            }
+            if self.pos > first && depth == 0 && self.starts_line(self.pos) {
+                return;
+            }
+            if self.is_punct(b'{') {
+                depth += 1;
+            } else if self.is_punct(b'}') {
+                if depth == 0 {
+                    return;
+                }
+                depth -= 1;
+            }
+            self.pos += 1;
+        }
+    }
+
+    /// After a syntax error outside any op: skips to the next `program` or `kernel` that
+    /// starts a line.
+    fn skip_to_program(&mut self) {
+        self.depth = 0;
+        if self.peek().kind != TokKind::Eof {
+            self.pos += 1;
+        }
+        while self.peek().kind != TokKind::Eof
+            && !((self.is_word("program") || self.is_word("kernel")) && self.starts_line(self.pos))
+        {
+            self.pos += 1;
         }
     }
 
@@ -524,19 +618,34 @@ impl<'a> Parser<'a> {
         term: Opcode,
     ) -> PResult<()> {
         let open = self.punct(b'{')?;
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
+        if self.depth >= MAX_DEPTH {
+            self.fatal = true;
             return self.err(
                 open,
                 format!("regions nested deeper than {MAX_DEPTH} levels"),
             );
         }
+        self.depth += 1;
         while !self.is_punct(b'}') {
             if self.peek().kind == TokKind::Eof {
+                self.fatal = true;
+                self.depth -= 1;
                 return self.err(open, "unclosed `{`: expected `}` before end of input");
             }
-            let op = self.op(prog, ps)?;
-            prog.append(r, op);
+            let first = self.pos;
+            match self.op(prog, ps) {
+                Ok(op) => prog.append(r, op),
+                Err(d) if !self.fatal && self.syntax.len() + 1 < MAX_SYNTAX_ERRORS => {
+                    // Recover: the op ends at the end of its line (ops are one per line in
+                    // every printed module), or after the regions it opens.
+                    self.syntax.push(d);
+                    self.skip_op(first);
+                }
+                Err(d) => {
+                    self.depth -= 1;
+                    return Err(d);
+                }
+            }
         }
         self.pos += 1;
         self.depth -= 1;
@@ -568,7 +677,7 @@ impl<'a> Parser<'a> {
         }
         let (mt, mn) = self.word("an op mnemonic")?;
         let Some(opcode) = Opcode::from_mnemonic(mn) else {
-            return self.err(mt, format!("unknown op `{mn}`"));
+            return self.err(mt, format!("unknown op `{mn}`{}", suggest_op(mn)));
         };
         let result_types: Vec<Type> = results.iter().map(|r| r.1).collect();
         let mut regions = Vec::new();

@@ -131,6 +131,17 @@ pub enum Boundary {
     Constant([u64; 4]),
 }
 
+impl Boundary {
+    /// Out-of-range reads yield the constant `c`: a [`crate::Const`] or a host scalar or
+    /// array of lanes (`Boundary::constant(0.0f32)`, `Boundary::constant([0u8, 0, 0, 255])`).
+    /// Its lanes are used as bits of the array's element type, so give a value of that
+    /// type (`0.0f32` for an f32 array, not `0.0`, which is an f64).
+    pub fn constant(c: impl Into<crate::Const>) -> Boundary {
+        let c = c.into();
+        Boundary::Constant(c.lanes)
+    }
+}
+
 /// The structure of an interned type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TypeKind {

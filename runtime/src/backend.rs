@@ -7,7 +7,7 @@ use crate::cuda::{CudaDevice, GpuConfig};
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
-use weft_ir::interp::{HostArray, Input, Interpreter};
+use weft_ir::interp::{HostArray, Input, Interpreter, RunError};
 use weft_ir::{KernelArg, KernelGrid, Module};
 
 /// A backend: what executes a program. Its name (`interp`, `cranelift`, `llvm`, `cuda`) is
@@ -206,6 +206,22 @@ impl Device {
             }
             Device::Cpu(d) => d.apply(m, name, inputs, shape),
             Device::Cuda(d) => d.apply(m, name, inputs, shape),
+        }
+    }
+
+    /// Compiles map program `name` of `m` ahead of its first launch (the interpreter has
+    /// nothing to compile): what `weft run --time` reports as compile time.
+    ///
+    /// # Errors
+    /// An unknown program or a compile error (on CUDA, also the driver's).
+    pub fn prepare(&self, m: &Module, name: &str) -> Result<(), RuntimeError> {
+        match self {
+            Device::Interp { .. } => m
+                .get(name)
+                .map(|_| ())
+                .ok_or_else(|| RunError::UnknownProgram(name.to_string()).into()),
+            Device::Cpu(d) => d.prepare(m, name).map(|_| ()),
+            Device::Cuda(d) => d.prepare(m, name).map(|_| ()),
         }
     }
 

@@ -504,7 +504,7 @@ fn apply_algebra(m: &Module, spec: &str) -> Result<Result<Program, AlgebraError>
             if op == "keep" {
                 algebra::keep(p, &outs)
             } else {
-                algebra::drop(p, &outs)
+                algebra::drop_outputs(p, &outs)
             }
         }
         "swizzle_inputs" => {

@@ -67,7 +67,7 @@ pub fn program() -> Result<Program> {
             let l = gx.abs().max(gy.abs()).cast::<i32>();
             for (k, qk) in q.iter().enumerate() {
                 let hit = accept.clone() & l.eq(k as i32);
-                qk.assign(qk + select(hit, 1i32, 0i32));
+                qk.assign(qk + hit.cast::<i32>());
             }
         });
         Out::named("sx", sx);

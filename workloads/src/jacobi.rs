@@ -8,7 +8,7 @@
 
 use weft::dsl::{index, select, shape, InArray, Out, Program, Value1f};
 use weft::ir::Boundary;
-use weft::{max, Array, Device, Result};
+use weft::{maximum, Array, Device, Result};
 
 /// Sweeps between two convergence checks.
 pub const CHECK: usize = 10;
@@ -72,7 +72,7 @@ pub fn jacobi_arrays(
             if sweeps % CHECK == 0 {
                 let (next, d): (Array<2, f32>, Array<2, f32>) = full.apply_shape(&shape, &u)?;
                 u = next;
-                delta = max(&d)?;
+                delta = maximum(&d)?;
                 if delta < tol {
                     break;
                 }

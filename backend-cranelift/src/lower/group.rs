@@ -628,7 +628,7 @@ impl Lowerer<'_, '_> {
             let a = addr_of(self, planes[0]);
             let v = vals[0][j];
             let old = match d.opcode {
-                Opcode::AtomicAdd if s == ScalarType::F32 => self.atomic_fadd(a, v),
+                Opcode::AtomicAdd if s.is_float() => self.atomic_fadd(s, a, v),
                 Opcode::AtomicCas => {
                     let e = cmp.as_ref().expect("cas")[j];
                     self.b.ins().atomic_cas(mem(), a, e, v)
@@ -664,18 +664,23 @@ impl Lowerer<'_, '_> {
         }
     }
 
-    /// Atomic f32 add by a compare-and-swap loop on the bits; gives the old value.
-    fn atomic_fadd(&mut self, addr: CV, v: CV) -> CV {
+    /// Atomic f32 or f64 add by a compare-and-swap loop on the bits; gives the old value.
+    fn atomic_fadd(&mut self, s: ScalarType, addr: CV, v: CV) -> CV {
+        let (it, ft) = if s == ScalarType::F64 {
+            (T::I64, T::F64)
+        } else {
+            (T::I32, T::F32)
+        };
         let lp = self.b.create_block();
-        let old = self.b.append_block_param(lp, T::I32);
+        let old = self.b.append_block_param(lp, it);
         let done = self.b.create_block();
-        let res = self.b.append_block_param(done, T::I32);
-        let first = self.b.ins().load(T::I32, mem(), addr, 0);
+        let res = self.b.append_block_param(done, it);
+        let first = self.b.ins().load(it, mem(), addr, 0);
         self.b.ins().jump(lp, &[BlockArg::Value(first)]);
         self.b.switch_to_block(lp);
-        let of = self.b.ins().bitcast(T::F32, vflags(), old);
+        let of = self.b.ins().bitcast(ft, vflags(), old);
         let sum = self.b.ins().fadd(of, v);
-        let sb = self.b.ins().bitcast(T::I32, vflags(), sum);
+        let sb = self.b.ins().bitcast(it, vflags(), sum);
         let seen = self.b.ins().atomic_cas(mem(), addr, old, sb);
         let same = self.b.ins().icmp(IntCC::Equal, seen, old);
         self.b.ins().brif(
@@ -686,7 +691,7 @@ impl Lowerer<'_, '_> {
             &[BlockArg::Value(seen)],
         );
         self.b.switch_to_block(done);
-        self.b.ins().bitcast(T::F32, vflags(), res)
+        self.b.ins().bitcast(ft, vflags(), res)
     }
 
     /// The kernel-only ops other than `barrier`, `shared`, `store` and the atomics.

@@ -148,7 +148,7 @@ pub fn bind(
                     "input `{name}` is an array ({ty}): give its contents as @FILE.npy"
                 )));
             };
-            let arr = read_array(Path::new(path), ty).map_err(fail)?;
+            let arr = read_array(Path::new(path), ty, false).map_err(fail)?;
             algebra::bind_array(&p, name, &arr).map_err(|e| fail(e.to_string()))?
         } else {
             if value.starts_with('@') {
@@ -165,7 +165,7 @@ pub fn bind(
 }
 
 /// `weft specialize FILE --keep OUT,...` (or `--drop OUT,...`): [`algebra::keep`] or
-/// [`algebra::drop`]; the result replaces the program in the module, printed whole.
+/// [`algebra::drop_outputs`]; the result replaces the program in the module, printed whole.
 ///
 /// Errors: both or neither of `keep` and `drop`; an unknown output (the algebra's message
 /// lists the outputs); callers in the module that no longer fit.
@@ -196,7 +196,7 @@ pub fn specialize(
     let r = if flag == "--keep" {
         algebra::keep(p, &refs)
     } else {
-        algebra::drop(p, &refs)
+        algebra::drop_outputs(p, &refs)
     }
     .map_err(|e| format!("error: {flag} {}: {e}", list.join(",")))?;
     replace_and_emit(

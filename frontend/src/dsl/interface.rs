@@ -33,7 +33,11 @@ pub(crate) fn add_param(
             }
         }
     };
-    rec.check_name(&name, "input").map_err(Error::record)?;
+    // Not `map_err(Error::record)`: through a function pointer `#[track_caller]` sees the
+    // standard library's line, not the user's.
+    let location = Location::caller();
+    rec.check_name(&name, "input")
+        .map_err(|message| Error::Record { message, location })?;
     rec.param_names.insert(name.clone());
     let b = rec.b();
     Ok(match kind {

@@ -202,3 +202,82 @@ scalar_lhs!(Rem, rem, Rem; i8, i16, i32, i64, u8, u16, u32, u64, f16, f32, f64);
 scalar_lhs!(BitAnd, bitand, And; bool, i8, i16, i32, i64, u8, u16, u32, u64);
 scalar_lhs!(BitOr, bitor, Or; bool, i8, i16, i32, i64, u8, u16, u32, u64);
 scalar_lhs!(BitXor, bitxor, Xor; bool, i8, i16, i32, i64, u8, u16, u32, u64);
+
+/// `scalar value op tuple value`: the one-lane value is broadcast to the tuple's lanes
+/// (`s * v`, `v.length() + v` for `v: Value3f`), as `v op s` already does. (Per scalar type:
+/// a generic impl would overlap the `Value<T, 1> op R` one for types of other crates.)
+macro_rules! scalar_value_lhs {
+    ($Trait:ident, $method:ident, $opc:ident; $($t:ty),*) => {$(
+        scalar_value_lhs!(@one $Trait, $method, $opc, $t, 2);
+        scalar_value_lhs!(@one $Trait, $method, $opc, $t, 3);
+        scalar_value_lhs!(@one $Trait, $method, $opc, $t, 4);
+    )*};
+    (@one $Trait:ident, $method:ident, $opc:ident, $t:ty, $n:literal) => {
+        impl $Trait<Value<$t, $n>> for Value<$t, 1> {
+            type Output = Value<$t, $n>;
+            #[track_caller]
+            fn $method(self, rhs: Value<$t, $n>) -> Value<$t, $n> {
+                let l = IntoValue::<$t, $n>::into_operand(&self);
+                binary(Opcode::$opc, &l, &rhs.raw)
+            }
+        }
+        impl $Trait<&Value<$t, $n>> for Value<$t, 1> {
+            type Output = Value<$t, $n>;
+            #[track_caller]
+            fn $method(self, rhs: &Value<$t, $n>) -> Value<$t, $n> {
+                let l = IntoValue::<$t, $n>::into_operand(&self);
+                binary(Opcode::$opc, &l, &rhs.raw)
+            }
+        }
+        impl $Trait<Value<$t, $n>> for &Value<$t, 1> {
+            type Output = Value<$t, $n>;
+            #[track_caller]
+            fn $method(self, rhs: Value<$t, $n>) -> Value<$t, $n> {
+                let l = IntoValue::<$t, $n>::into_operand(self);
+                binary(Opcode::$opc, &l, &rhs.raw)
+            }
+        }
+        impl $Trait<&Value<$t, $n>> for &Value<$t, 1> {
+            type Output = Value<$t, $n>;
+            #[track_caller]
+            fn $method(self, rhs: &Value<$t, $n>) -> Value<$t, $n> {
+                let l = IntoValue::<$t, $n>::into_operand(self);
+                binary(Opcode::$opc, &l, &rhs.raw)
+            }
+        }
+    };
+}
+
+scalar_value_lhs!(Add, add, Add; i8, i16, i32, i64, u8, u16, u32, u64, f16, f32, f64);
+scalar_value_lhs!(Sub, sub, Sub; i8, i16, i32, i64, u8, u16, u32, u64, f16, f32, f64);
+scalar_value_lhs!(Mul, mul, Mul; i8, i16, i32, i64, u8, u16, u32, u64, f16, f32, f64);
+scalar_value_lhs!(Div, div, Div; i8, i16, i32, i64, u8, u16, u32, u64, f16, f32, f64);
+scalar_value_lhs!(Rem, rem, Rem; i8, i16, i32, i64, u8, u16, u32, u64, f16, f32, f64);
+
+/// `integer literal op float value`: `1 - x` for `x: Value1f` (the integer is converted to
+/// the float type, as on the right: `x - 1`).
+macro_rules! int_literal_lhs {
+    ($Trait:ident, $method:ident, $opc:ident; $($f:ty),*) => {$(
+        impl<const N: usize> $Trait<Value<$f, N>> for i32 {
+            type Output = Value<$f, N>;
+            #[track_caller]
+            fn $method(self, rhs: Value<$f, N>) -> Value<$f, N> {
+                let l: Raw = IntoValue::<$f, N>::into_operand(self);
+                binary(Opcode::$opc, &l, &rhs.raw)
+            }
+        }
+        impl<const N: usize> $Trait<&Value<$f, N>> for i32 {
+            type Output = Value<$f, N>;
+            #[track_caller]
+            fn $method(self, rhs: &Value<$f, N>) -> Value<$f, N> {
+                let l: Raw = IntoValue::<$f, N>::into_operand(self);
+                binary(Opcode::$opc, &l, &rhs.raw)
+            }
+        }
+    )*};
+}
+
+int_literal_lhs!(Add, add, Add; f32, f64);
+int_literal_lhs!(Sub, sub, Sub; f32, f64);
+int_literal_lhs!(Mul, mul, Mul; f32, f64);
+int_literal_lhs!(Div, div, Div; f32, f64);

@@ -164,6 +164,16 @@ impl Program {
             .collect()
     }
 
+    /// Whether a map program has a varying input (its launch shape then comes from the
+    /// arguments); true for kernels, which take their grid at launch.
+    pub(crate) fn has_varying_input(&self) -> bool {
+        let p = self.ir();
+        p.kind == weft_ir::ProgramKind::Kernel
+            || p.params
+                .iter()
+                .any(|q| q.kind == weft_ir::ParamKind::Varying)
+    }
+
     /// Whether any uniform input is linked to a host [`Uniform`].
     pub(crate) fn has_captured_uniforms(&self) -> bool {
         !self.inner.links.is_empty()
@@ -300,7 +310,7 @@ impl Program {
 
     /// Specialization (DESIGN §4): without outputs `outputs` (names or positions).
     pub fn drop_outputs(&self, outputs: &[&str]) -> Result<Program> {
-        let r = algebra::drop(self.ir(), outputs)?;
+        let r = algebra::drop_outputs(self.ir(), outputs)?;
         self.derive(r, &[self])
     }
 
@@ -804,6 +814,26 @@ impl AnyValue {
             AnyKind::Value { raw, .. } => raw.to_const(),
             AnyKind::Array { .. } => Err(Error::record("an array has no constant value")),
         }
+    }
+}
+
+impl Clone for AnyValue {
+    /// A copy: a value is copied as [`Value::clone`] copies it (assigning to one later does
+    /// not change the other); an array argument is the same array.
+    #[track_caller]
+    fn clone(&self) -> AnyValue {
+        let kind = match &self.kind {
+            AnyKind::Value { raw, ty } => AnyKind::Value {
+                raw: raw.clone(),
+                ty: *ty,
+            },
+            AnyKind::Array { ctx, value, ty } => AnyKind::Array {
+                ctx: *ctx,
+                value: *value,
+                ty: *ty,
+            },
+        };
+        AnyValue { kind }
     }
 }
 

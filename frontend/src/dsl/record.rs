@@ -50,12 +50,40 @@ pub(crate) struct Poisoned {
 }
 
 impl Poisoned {
+    /// The error, at the line where the poisoned value was made.
     pub(crate) fn error(&self) -> Error {
         Error::Record {
             message: self.message.clone(),
             location: self.location,
         }
     }
+
+    /// The error of a poisoned value used at `used`: at the line where it was made, unless
+    /// that line is inside the standard library (a value copied by `Option::clone` or
+    /// `Vec::clone`, where `#[track_caller]` cannot see the user's line): then at `used`.
+    pub(crate) fn error_at(&self, used: &'static Location<'static>) -> Error {
+        Error::Record {
+            message: self.message.clone(),
+            location: if in_std(self.location) {
+                used
+            } else {
+                self.location
+            },
+        }
+    }
+}
+
+/// Whether a caller location is inside Rust's standard library rather than user code.
+pub(crate) fn in_std(l: &Location<'_>) -> bool {
+    let f = l.file();
+    f.starts_with("/rustc/")
+        || [
+            "library/core/src/",
+            "library/alloc/src/",
+            "library/std/src/",
+        ]
+        .iter()
+        .any(|p| f.contains(p))
 }
 
 /// The untyped representation of a DSL value (not part of the public API: public only
@@ -143,7 +171,7 @@ impl Raw {
     pub(crate) fn to_const(&self) -> Result<Const, Error> {
         match self.repr() {
             Repr::Imm(c) => Ok(c),
-            Repr::Poison(p) => Err(p.error()),
+            Repr::Poison(p) => Err(p.error_at(Location::caller())),
             Repr::Rec { .. } | Repr::Alias { .. } => Err(Error::record(
                 "this value is recorded (symbolic): it has no value on the host; \
                  apply the recorded program to compute it",
@@ -447,7 +475,7 @@ impl Recorder {
                 ),
                 location: loc,
             }),
-            Repr::Poison(p) => Err(p.error()),
+            Repr::Poison(p) => Err(p.error_at(loc)),
         }
     }
 

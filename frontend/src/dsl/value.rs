@@ -149,6 +149,13 @@ impl<T: Scalar, const N: usize> ValueType for Value<T, N> {
 /// Anything usable where a `Value<T, N>` operand is expected: a value (moved or borrowed),
 /// a host scalar `T` (broadcast to the `N` lanes), or a host [`Uniform`](super::Uniform)
 /// (captured as a uniform input of the program being recorded, DESIGN §4 loose binding).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be used as an operand of type `Value<{T}, {N}>`",
+    label = "expected a `Value<{T}, {N}>`, a `{T}`, or a `Uniform` of `{T}`",
+    note = "operands of one op have one scalar type: convert with `.cast::<{T}>()`, or write \
+            the literal as a `{T}` (e.g. `1.0` for a float); a one-lane value broadcasts to a \
+            tuple's lanes"
+)]
 pub trait IntoValue<T: Scalar, const N: usize> {
     #[doc(hidden)]
     fn into_operand(self) -> Raw;
@@ -182,9 +189,23 @@ impl<T: Scalar, const N: usize> IntoValue<T, N> for T {
     }
 }
 
+/// An integer literal where a float operand is expected, as in Halide and C: `x.lt(1)` and
+/// `x + 2` for `x: Value1f` (the integer is converted to the float type, rounding to nearest
+/// even).
+macro_rules! int_literal_as_float {
+    ($($f:ty),*) => {$(
+        impl<const N: usize> IntoValue<$f, N> for i32 {
+            fn into_operand(self) -> Raw {
+                Raw::imm(splat_const::<$f, N>(self as $f))
+            }
+        }
+    )*};
+}
+int_literal_as_float!(f32, f64);
+
 /// A scalar value broadcast to `N` lanes where a tuple operand is expected (RapidMind's
-/// scalar–tuple operations): `v * s` for `v: Value3f`, `s: Value1f`. (Put the tuple on the
-/// left: `s * v` does not compile; write `v * s` or `s.broadcast::<3>() * v`.)
+/// scalar–tuple operations): `v * s` for `v: Value3f`, `s: Value1f`; operators also take the
+/// scalar on the left (`s * v`, `v.length() + v`).
 macro_rules! broadcast_scalar {
     ($($n:literal),*) => {$(
         impl<T: Scalar> IntoValue<T, $n> for Value<T, 1> {

@@ -402,7 +402,7 @@ fn check_specialize(keep: bool) {
             let rest = (0..p.outputs.len())
                 .filter(|k| !subset.contains(k))
                 .collect();
-            (algebra::drop(p, &names), rest)
+            (algebra::drop_outputs(p, &names), rest)
         };
         let m = add_result(&g.module, r.map_err(alg_fail)?)?;
         let r = m.get("r").expect("r");

@@ -1,7 +1,7 @@
 //! The `weft` library's arrays, apply over buffers and collectives on the interpreter, the CPU
 //! with Cranelift and with LLVM: results equal the interpreter's, errors are clear `Err`s.
 
-use weft::{arg_max, arg_min, max, min, product, sum, Array, Device};
+use weft::{arg_max, arg_min, maximum, minimum, product, sum, Array, Device};
 
 /// The devices every test runs on: the interpreter, both CPU backends, and CUDA GPU 0 when
 /// a driver and GPU are present.
@@ -46,8 +46,8 @@ fn integer_reductions_are_exact() {
     for d in devices() {
         d.scope(|| {
             assert_eq!(sum(&a).unwrap(), xs.iter().sum::<i32>());
-            assert_eq!(min(&a).unwrap(), *xs.iter().min().unwrap());
-            assert_eq!(max(&a).unwrap(), *xs.iter().max().unwrap());
+            assert_eq!(minimum(&a).unwrap(), *xs.iter().min().unwrap());
+            assert_eq!(maximum(&a).unwrap(), *xs.iter().max().unwrap());
             let p = product(&Array::from_vec([3], vec![2i64, 3, 7]).unwrap()).unwrap();
             assert_eq!(p, 42);
             let (v, i) = arg_max(&a).unwrap();
@@ -154,7 +154,7 @@ fn ndarray_round_trip_and_dtype_errors() {
 fn empty_arrays() {
     let e = Array::<1, f32>::from_vec([0], vec![]).unwrap();
     assert_eq!(sum(&e).unwrap(), 0.0);
-    assert!(max(&e).is_err());
+    assert!(maximum(&e).is_err());
     assert!(arg_min(&e).is_err());
 }
 
@@ -341,8 +341,8 @@ fn every_reduction_of_every_type_equals_the_interpreter() {
                     (
                         bits(sum(&a).unwrap()),
                         bits(product(&a).unwrap()),
-                        min(&a).ok().map(bits),
-                        max(&a).ok().map(bits),
+                        minimum(&a).ok().map(bits),
+                        maximum(&a).ok().map(bits),
                         arg_min(&a).ok().map(|(x, i)| (bits(x), i)),
                         arg_max(&a).ok().map(|(x, i)| (bits(x), i)),
                     )

@@ -199,7 +199,7 @@ fn random_barrier_safe_kernels_agree_with_the_interpreter() {
 
 /// The devices kernels run on here: the interpreter, cranelift and llvm, and the GPU when
 /// `WEFT_FILETEST_BACKENDS` names cuda and one is present.
-fn dsl_devices() -> Vec<weft::Device> {
+pub(crate) fn dsl_devices() -> Vec<weft::Device> {
     let mut ds = vec![
         weft::Device::interp(),
         weft::Device::cpu(),

@@ -18,5 +18,6 @@ mod fuzz_parser;
 mod kernels;
 mod limits;
 mod llvm_cpus;
+mod papercuts;
 mod watchdog;
 mod workloads;
