@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every check and test of the workspace: formatting, clippy (-D warnings), and all tests
+# Runs every check and test of the workspace: formatting, clippy (-D warnings), the API docs
+# (rustdoc -D warnings), and all tests
 # (unit tests, the filetests, the parser fuzz budget, the workloads on real data, doc tests). Installs nothing but what
 # the tests need. Usage: scripts/test.sh
 set -euo pipefail
@@ -10,4 +11,6 @@ bash scripts/install_deps.sh
 bash scripts/fetch_data.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+# The API documentation builds without warnings (broken intra-doc links, private links).
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 cargo test --workspace

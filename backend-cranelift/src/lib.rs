@@ -1,6 +1,7 @@
 //! weft-backend-cranelift: compiles a verified weft program to host SIMD code through
 //! Cranelift (128-bit vectors: blocks of 8 elements), as one function in the kernel ABI of
 //! docs/abi.md. A pure compiler: it knows nothing of devices or buffers.
+#![warn(missing_docs)]
 
 pub use weft_ir::abi;
 mod lower;

@@ -2,6 +2,7 @@
 //! to host code, JIT-loaded by ORC LLJIT in the kernel ABI of docs/abi.md, and to PTX for
 //! NVIDIA GPUs (one element per thread, grid-stride loop). A pure compiler: it knows nothing
 //! of devices or buffers.
+#![warn(missing_docs)]
 
 mod jit;
 mod lower;

@@ -3613,7 +3613,7 @@ fn takes_blocks(m: &Module, p: &Program) -> bool {
 }
 
 /// Elements a GPU thread takes at a time in the kernel of map program `name` of `m`:
-/// [`PTX_BLOCK`] when its kernel has blocks (a small body with no loop), else 1 (kernels,
+/// `PTX_BLOCK` (4) when its kernel has blocks (a small body with no loop), else 1 (kernels,
 /// programs not in `m`). The CUDA device sizes grids by it.
 pub fn ptx_block_elems(m: &Module, name: &str) -> usize {
     let m = weft_ir::passes::for_lowering(m, name);

@@ -15,7 +15,7 @@
 //!   elements streams through one block, a GPU warp reads two 64-byte pieces per row). The
 //!   columns' results, in order, are the next level; the last level (one block) combines
 //!   its columns pairwise. `reduce.small` does the last two levels in one launch element
-//!   (scalar code on the CPU), for at most [`SMALL`] elements on the CPU and [`GPU_SMALL`]
+//!   (scalar code on the CPU), for at most `SMALL` (2,048) elements on the CPU and `GPU_SMALL` (32)
 //!   on a GPU.
 //! - [`crate::reduce`] with a user combiner, which need not commute, keeps the order of the
 //!   elements: a level cuts its elements into blocks of [`SEGMENT`] = [`LANES`] runs of

@@ -1,5 +1,6 @@
 //! weft: the public library (recording DSL, arrays, apply, collectives) and the `weft` CLI.
 #![doc = include_str!("tutorial.md")]
+#![warn(missing_docs)]
 
 mod apply;
 pub mod array;

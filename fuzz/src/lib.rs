@@ -12,6 +12,7 @@
 //! - [`fastmath`]: one-op cases run with fast-math, compared within documented bounds;
 //! - [`stress`]: programs at the compilers' size limits (call DAGs, long chains, many loops);
 //! - [`compare`]: bit equality with any NaN equal to any NaN, and run-line formatting.
+#![warn(missing_docs)]
 
 pub mod case;
 pub mod compare;

@@ -7,7 +7,7 @@ use crate::program::{Module, ParamKind, Program};
 use crate::{Const, Type};
 
 /// What an apply passes for one parameter, described without its data: an array's element
-/// type and shape, or a uniform value. Devices whose arrays are not [`HostArray`]s (the
+/// type and shape, or a uniform value. Devices whose arrays are not [`crate::HostArray`]s (the
 /// `weft` library's plane buffers) plan launches from these.
 #[derive(Clone, Debug)]
 pub enum ArgDesc<'a> {

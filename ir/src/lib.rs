@@ -4,6 +4,7 @@
 //!
 //! The interpreter is the definition of weft's semantics (DESIGN §3); every backend must
 //! agree with it bit for bit.
+#![warn(missing_docs)]
 
 pub mod abi;
 pub mod algebra;

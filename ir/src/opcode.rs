@@ -194,8 +194,8 @@ opcodes! {
     Ceil = "ceil", Math, Syntax::Fixed(1), Float, "Round toward +inf.";
     Round = "round", Math, Syntax::Fixed(1), Float, "Round to nearest, ties away from zero (C99 round).";
     Trunc = "trunc", Math, Syntax::Fixed(1), Float, "Round toward zero.";
-    Tuple = "tuple", Tuple, Syntax::Variadic, MakeTuple, "Build <N x T> from N scalars.";
-    Extract = "extract", Tuple, Syntax::FixedLanes(1), Extract, "One lane of a tuple: extract %t, [i].";
+    Tuple = "tuple", Tuple, Syntax::Variadic, MakeTuple, "Build `<N x T>` from N scalars.";
+    Extract = "extract", Tuple, Syntax::FixedLanes(1), Extract, "One lane of a tuple: `extract %t, [i]`.";
     Insert = "insert", Tuple, Syntax::FixedLanes(2), Insert, "Replace lanes (writemask): insert %t, %v, [i, j].";
     Swizzle = "swizzle", Tuple, Syntax::FixedLanes(1), Swizzle, "Pick lanes in any order: swizzle %t, [2, 1, 0].";
     Dot = "dot", Geometry, Syntax::Fixed(2), Dot, "Dot product, summed left to right, no fusion.";

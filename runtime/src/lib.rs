@@ -2,6 +2,7 @@
 //! Cranelift or LLVM backend (cached per program text) and runs them over the rayon pool; the
 //! CUDA device compiles them to PTX with LLVM and runs them on an NVIDIA GPU through the
 //! driver API (loaded at run time, so builds and runs without CUDA installed).
+#![warn(missing_docs)]
 
 pub mod backend;
 pub mod buffer;

@@ -3,6 +3,7 @@
 //! ([`data`]). The examples (`workloads/examples/`, `cargo run --release -p weft-workloads
 //! --example NAME [DEVICE] …`), the integration tests and `weft-bench` all call these; each
 //! module's docs give its source paper and section and its command line.
+#![warn(missing_docs)]
 
 pub mod data;
 

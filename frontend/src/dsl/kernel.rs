@@ -61,7 +61,7 @@ pub struct Kernel {
 
 impl Kernel {
     /// Records a kernel: runs `f`, in which [`Param`](super::Param) declares uniform
-    /// inputs, [`InArray`] read-only arrays, [`Buffer`] read-write arrays and [`Shared`]
+    /// inputs, [`InArray`](super::InArray) read-only arrays, [`Buffer`] read-write arrays and [`Shared`]
     /// block-shared arrays; [`thread_index`] and the other ids, [`sync_threads`] and the
     /// control flow of the DSL ([`if_`](super::if_), [`for_`](super::for_), …) record the
     /// body. The kernel is named `k{n}` from a process-wide counter.
@@ -445,7 +445,7 @@ impl<'a> KernelArg<'a> {
         KernelArg(Karg::Value(c))
     }
 
-    /// A read-only array (for an [`InArray`] parameter; O(1), the array is shared).
+    /// A read-only array (for an [`InArray`](super::InArray) parameter; O(1), the array is shared).
     pub fn array<const D: usize, T: Elem>(a: &Array<D, T>) -> KernelArg<'static> {
         KernelArg(Karg::Array(a.data.clone()))
     }

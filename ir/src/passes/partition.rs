@@ -67,7 +67,7 @@ impl Footprint {
 /// The interior variant of map program `p` and its footprint: `p` with every read of an
 /// array parameter at `index + c` (one constant `c` per axis, `|c| ≤ 2^20`, the array's rank
 /// that of the launch) turned into `read_offset %a, c`, the comparisons of `index` that the
-/// interior decides folded ([`fold_launch_compares`]), then constants folded and dead code
+/// interior decides folded (`fold_launch_compares`), then constants folded and dead code
 /// removed. `None` when `p` has no such read or is a kernel. Reads nested in loops and
 /// branches count; reads in callees do not (lower after inlining to include them).
 pub fn interior_variant(p: &Program) -> Option<(Program, Footprint)> {
