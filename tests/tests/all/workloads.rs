@@ -503,9 +503,9 @@ fn weft_run_coins_edges_ring_and_peaks() {
             "peak",
         ]));
         let peaks: f64 = text
-            .trim()
-            .strip_prefix("sum(peak) = ")
-            .and_then(|v| v.parse().ok())
+            .lines()
+            .find_map(|l| l.strip_prefix("sum(peak) = "))
+            .and_then(|v| v.trim().parse().ok())
             .unwrap_or_else(|| panic!("{text}"));
         assert!(
             (3.0..=24.0).contains(&peaks),
