@@ -48,7 +48,9 @@ pub struct Kernel {
     entry: KernelFn,
     /// Where parameters, outputs and the launch shape go in the context block.
     pub layout: Layout,
-    /// The CLIF text of the function (for `weft emit --target clif`).
+    /// The CLIF text of the function, from [`compile_with_clif`] (`weft emit --target
+    /// clif`); empty from [`compile`] (formatting a large function took 6–8% of its
+    /// compile time).
     pub clif: String,
 }
 
@@ -121,33 +123,55 @@ extern "C" fn weft_f16_from_bits(x: i32) -> f32 {
 
 type Isa = std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa>;
 
-/// The host ISA, built once per process (from `cranelift-native`'s detection of the host's
-/// features, so `fma` is a real FMA instruction).
-fn isa() -> Result<Isa, CompileError> {
-    static ISA: std::sync::OnceLock<Result<Isa, String>> = std::sync::OnceLock::new();
-    ISA.get_or_init(|| {
-        let mut flags = settings::builder();
-        let mut set = |k: &str, v: &str| flags.set(k, v).map_err(|e| e.to_string());
-        // `none` by default: at `speed`, Cranelift's e-graph elaboration sinks the per-block
-        // vector setup of a program into its inner loops (MDH ran 2x slower,
-        // docs/performance.md); the lowering emits straight-line code itself.
-        // WEFT_CL_OPT=speed restores it.
-        let opt = std::env::var("WEFT_CL_OPT").unwrap_or_else(|_| "none".into());
-        set("opt_level", &opt)?;
-        // Cranelift's IR verifier: always in debug builds (tests), on demand in release.
-        let verify = cfg!(debug_assertions) || std::env::var_os("WEFT_CL_VERIFY").is_some();
-        set("enable_verifier", if verify { "true" } else { "false" })?;
-        cranelift_native::builder()?
-            .finish(settings::Flags::new(flags))
-            .map_err(|e| e.to_string())
-    })
-    .clone()
-    .map_err(CompileError::Isa)
+/// Functions of more CLIF instructions than this are register-allocated by Cranelift's
+/// single-pass allocator instead of the backtracking one, whose time grows much faster than
+/// the function: the coin finder's ring programs (40,000–70,000 instructions, 214 taps)
+/// took 0.2–2.9 s each to allocate, 15 s for the 21 of them, and take 1.3 s in all
+/// single-pass (docs/performance.md, "Compile time"). The code spills more; such programs
+/// are what the tiered JIT (`Backend::Auto`) replaces with LLVM code.
+pub const SINGLE_PASS_INSTS: usize = 16_384;
+
+/// The host ISA with the backtracking register allocator (`single_pass: false`) or the
+/// single-pass one, each built once per process (from `cranelift-native`'s detection of the
+/// host's features, so `fma` is a real FMA instruction).
+fn isa_with(single_pass: bool) -> Result<Isa, CompileError> {
+    static ISA: [std::sync::OnceLock<Result<Isa, String>>; 2] =
+        [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    ISA[usize::from(single_pass)]
+        .get_or_init(|| {
+            let mut flags = settings::builder();
+            let mut set = |k: &str, v: &str| flags.set(k, v).map_err(|e| e.to_string());
+            // `none` by default: at `speed`, Cranelift's e-graph elaboration sinks the per-block
+            // vector setup of a program into its inner loops (MDH ran 2x slower,
+            // docs/performance.md); the lowering emits straight-line code itself.
+            // WEFT_CL_OPT=speed restores it.
+            let opt = std::env::var("WEFT_CL_OPT").unwrap_or_else(|_| "none".into());
+            set("opt_level", &opt)?;
+            let regalloc = match std::env::var("WEFT_CL_REGALLOC") {
+                Ok(r) => r,
+                Err(_) if single_pass => "single_pass".into(),
+                Err(_) => "backtracking".into(),
+            };
+            set("regalloc_algorithm", &regalloc)?;
+            // Cranelift's IR verifier: always in debug builds (tests), on demand in release.
+            let verify = cfg!(debug_assertions) || std::env::var_os("WEFT_CL_VERIFY").is_some();
+            set("enable_verifier", if verify { "true" } else { "false" })?;
+            cranelift_native::builder()?
+                .finish(settings::Flags::new(flags))
+                .map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(CompileError::Isa)
 }
 
 /// Compiles program `name` of the verified module `m` to host code.
 pub fn compile(m: &Module, name: &str) -> Result<Kernel, CompileError> {
-    compile_impl(m, name, None)
+    compile_impl(m, name, None, false)
+}
+
+/// [`compile`], keeping the function's CLIF text in [`Kernel::clif`].
+pub fn compile_with_clif(m: &Module, name: &str) -> Result<Kernel, CompileError> {
+    compile_impl(m, name, None, true)
 }
 
 /// Compiles kernel `name` of the verified module `m` for work-groups of `block` work-items
@@ -159,10 +183,15 @@ pub fn compile(m: &Module, name: &str) -> Result<Kernel, CompileError> {
 /// As [`compile`]; also a map program, or a group needing more than 1 MiB of stack for its
 /// shared arrays and per-work-item values.
 pub fn compile_kernel(m: &Module, name: &str, block: [u32; 3]) -> Result<Kernel, CompileError> {
-    compile_impl(m, name, Some(block))
+    compile_impl(m, name, Some(block), false)
 }
 
-fn compile_impl(m: &Module, name: &str, block: Option<[u32; 3]>) -> Result<Kernel, CompileError> {
+fn compile_impl(
+    m: &Module,
+    name: &str,
+    block: Option<[u32; 3]>,
+    with_clif: bool,
+) -> Result<Kernel, CompileError> {
     // Math functions become basic ops first (the interpreter runs the same expansion), so
     // compiled code computes the interpreter's bits, in SIMD.
     // Calls are inlined too (callees first, identical calls merged), so the lowering never
@@ -171,7 +200,7 @@ fn compile_impl(m: &Module, name: &str, block: Option<[u32; 3]>) -> Result<Kerne
     let p = m
         .get(name)
         .ok_or_else(|| CompileError::UnknownProgram(name.to_string()))?;
-    let isa = isa()?;
+    let isa = isa_with(false)?;
     let mut jb = JITBuilder::with_isa(isa.clone(), default_libcall_names());
     let syms: [(&str, *const u8); 7] = [
         ("weft_clock", weft_clock as *const u8),
@@ -257,11 +286,38 @@ fn compile_impl(m: &Module, name: &str, block: Option<[u32; 3]>) -> Result<Kerne
         }
         b.finalize(isa.frontend_config());
     }
-    let clif = ctx.func.display().to_string();
+    let clif = if with_clif {
+        ctx.func.display().to_string()
+    } else {
+        String::new()
+    };
     let disasm = std::env::var_os("WEFT_DUMP_ASM").is_some();
     ctx.set_disasm(disasm);
-    jit.define_function(kid, &mut ctx)
-        .map_err(|e| CompileError::Codegen(format!("{e:?}")))?;
+    if ctx.func.dfg.num_insts() > SINGLE_PASS_INSTS {
+        // The module's ISA allocates with backtracking: compile with the single-pass one and
+        // hand the module the bytes (as `define_function` does).
+        let fast = isa_with(true)?;
+        ctx.compile(&*fast, &mut Default::default())
+            .map_err(|e| CompileError::Codegen(format!("{:?}", e.inner)))?;
+        let code = ctx
+            .compiled_code()
+            .ok_or_else(|| CompileError::Codegen("no compiled code".into()))?;
+        let align = (code.buffer.alignment as u64)
+            .max(fast.function_alignment().minimum as u64)
+            .max(fast.symbol_alignment());
+        let relocs: Vec<cranelift_module::ModuleReloc> = code
+            .buffer
+            .relocs()
+            .iter()
+            .map(|r| cranelift_module::ModuleReloc::from_mach_reloc(r, &ctx.func, kid))
+            .collect();
+        let bytes = code.buffer.data().to_vec();
+        jit.define_function_bytes(kid, align, &bytes, &relocs)
+            .map_err(cg)?;
+    } else {
+        jit.define_function(kid, &mut ctx)
+            .map_err(|e| CompileError::Codegen(format!("{e:?}")))?;
+    }
     if disasm {
         if let Some(v) = ctx.compiled_code().and_then(|c| c.vcode.clone()) {
             eprintln!("{v}");

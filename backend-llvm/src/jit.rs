@@ -6,28 +6,52 @@
 use llvm_sys::error::{LLVMDisposeErrorMessage, LLVMErrorRef, LLVMGetErrorMessage};
 use llvm_sys::orc2::lljit::*;
 use llvm_sys::orc2::*;
+use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::sync::{Mutex, OnceLock};
 
-struct Jit(LLVMOrcLLJITRef);
+struct Jit {
+    j: LLVMOrcLLJITRef,
+    /// The objects linked now, by entry symbol: each under its own resource tracker, with
+    /// the entry's address and the number of [`Code`] handles using it. An object whose
+    /// symbol is linked already is not linked again (a cached kernel loaded by two devices
+    /// shares one copy); its code is removed when the last handle goes.
+    loaded: HashMap<String, Loaded>,
+}
+
+struct Loaded {
+    rt: LLVMOrcResourceTrackerRef,
+    addr: usize,
+    users: usize,
+}
+
 // SAFETY: LLJIT is internally synchronised for adding objects and looking up symbols; we
-// additionally serialise every call through the mutex around it.
+// additionally serialise every call (and the table of loaded objects) through the mutex
+// around it.
 unsafe impl Send for Jit {}
 
-/// A kernel's code in the JIT; removed from it on drop.
-pub(crate) struct Code(LLVMOrcResourceTrackerRef);
-// SAFETY: resource trackers are only used under the JIT mutex.
-unsafe impl Send for Code {}
-unsafe impl Sync for Code {}
+/// A kernel's code in the JIT; removed from it when the last handle of its symbol drops.
+pub(crate) struct Code(String);
 
 impl Drop for Code {
     fn drop(&mut self) {
-        let _guard = jit().map(|j| j.lock().unwrap_or_else(|e| e.into_inner()));
-        // SAFETY: the tracker was created by this JIT and is released exactly once.
+        let Ok(j) = jit() else { return };
+        let mut j = j.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(l) = j.loaded.get_mut(&self.0) else {
+            return;
+        };
+        l.users -= 1;
+        if l.users > 0 {
+            return;
+        }
+        let rt = l.rt;
+        j.loaded.remove(&self.0);
+        // SAFETY: the tracker was created by this JIT and is released exactly once, when its
+        // last user is gone (under the JIT mutex, so no load can reuse it meanwhile).
         unsafe {
-            let e = LLVMOrcResourceTrackerRemove(self.0);
+            let e = LLVMOrcResourceTrackerRemove(rt);
             let _ = take(e);
-            LLVMOrcReleaseResourceTracker(self.0);
+            LLVMOrcReleaseResourceTracker(rt);
         }
     }
 }
@@ -67,36 +91,50 @@ fn jit() -> Result<&'static Mutex<Jit>, String> {
                 return Err(format!("ORC process symbols: {e}"));
             }
             LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(j), gen);
-            Ok(Mutex::new(Jit(j)))
+            Ok(Mutex::new(Jit {
+                j,
+                loaded: HashMap::new(),
+            }))
         }
     })
     .as_ref()
     .map_err(Clone::clone)
 }
 
-/// Links object file `obj` into the JIT and returns its code handle and the address of
-/// `sym`.
+/// Links object file `obj`, whose entry is `sym`, into the JIT and returns its code handle
+/// and the address of `sym`. If an object with that entry is linked already, `obj` is not
+/// linked again: its code is shared (objects of one entry symbol must be the same code).
 pub(crate) fn load(obj: &[u8], sym: &str) -> Result<(Code, usize), String> {
-    let j = jit()?.lock().unwrap_or_else(|e| e.into_inner());
+    let mut j = jit()?.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(l) = j.loaded.get_mut(sym) {
+        l.users += 1;
+        return Ok((Code(sym.to_string()), l.addr));
+    }
     let name = CString::new(sym).map_err(|e| e.to_string())?;
     // SAFETY: the buffer is copied and owned by the JIT after the call; the tracker belongs
     // to the main dylib of this JIT.
     unsafe {
-        let rt = LLVMOrcJITDylibCreateResourceTracker(LLVMOrcLLJITGetMainJITDylib(j.0));
-        let code = Code(rt);
+        let rt = LLVMOrcJITDylibCreateResourceTracker(LLVMOrcLLJITGetMainJITDylib(j.j));
         let buf = llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy(
             obj.as_ptr().cast(),
             obj.len(),
             name.as_ptr(),
         );
-        if let Some(e) = take(LLVMOrcLLJITAddObjectFileWithRT(j.0, rt, buf)) {
-            return Err(format!("ORC: adding {sym}: {e}"));
+        let fail = |rt, m: String| {
+            let _ = take(LLVMOrcResourceTrackerRemove(rt));
+            LLVMOrcReleaseResourceTracker(rt);
+            Err(m)
+        };
+        if let Some(e) = take(LLVMOrcLLJITAddObjectFileWithRT(j.j, rt, buf)) {
+            return fail(rt, format!("ORC: adding {sym}: {e}"));
         }
         let mut addr: LLVMOrcExecutorAddress = 0;
-        if let Some(e) = take(LLVMOrcLLJITLookup(j.0, &mut addr, name.as_ptr())) {
-            return Err(format!("ORC: looking up {sym}: {e}"));
+        if let Some(e) = take(LLVMOrcLLJITLookup(j.j, &mut addr, name.as_ptr())) {
+            return fail(rt, format!("ORC: looking up {sym}: {e}"));
         }
-        drop(j);
-        Ok((code, addr as usize))
+        let addr = addr as usize;
+        j.loaded
+            .insert(sym.to_string(), Loaded { rt, addr, users: 1 });
+        Ok((Code(sym.to_string()), addr))
     }
 }

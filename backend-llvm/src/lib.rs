@@ -423,8 +423,45 @@ fn compile_host_impl(
     let t0 = Instant::now();
     let sym = format!("weft_kernel_{}", COUNTER.fetch_add(1, Ordering::Relaxed));
     let (obj, layout) = host_object(m, name, opts, None, Entry { sym: &sym, block })?;
-    let (code, addr) = jit::load(obj.as_slice(), &sym).map_err(CompileError::Llvm)?;
-    // SAFETY: the symbol is the kernel just compiled with this signature.
+    let mut k = load_host_object(obj.as_slice(), &sym, layout)?;
+    k.compile_time = t0.elapsed();
+    Ok(k)
+}
+
+/// The object file of program (or kernel, for work-groups of `block` work-items) `name` of
+/// the verified module `m` for this machine's CPU (or `WEFT_LLVM_CPU`'s), with entry symbol
+/// `sym`: what [`compile_host`] links, as bytes that [`load_host_object`] links later, in
+/// this process or another (the runtime's on-disk kernel cache keeps them).
+///
+/// # Errors
+/// As [`compile_host`].
+pub fn host_object_bytes(
+    m: &Module,
+    name: &str,
+    opts: Options,
+    block: Option<[u32; 3]>,
+    sym: &str,
+) -> Result<Vec<u8>, CompileError> {
+    let entry = Entry {
+        sym,
+        block: block.unwrap_or(EMIT_BLOCK),
+    };
+    let (obj, _) = host_object(m, name, opts, None, entry)?;
+    Ok(obj.as_slice().to_vec())
+}
+
+/// Links a host object made by [`host_object_bytes`] with entry `sym` and context layout
+/// `layout` (`Layout::new` of the program). An object whose entry symbol is linked already
+/// in this process is shared, not linked twice.
+///
+/// # Errors
+/// [`CompileError::Llvm`] when ORC rejects the object (a damaged or foreign file).
+pub fn load_host_object(obj: &[u8], sym: &str, layout: Layout) -> Result<HostKernel, CompileError> {
+    let t0 = Instant::now();
+    let (code, addr) = jit::load(obj, sym).map_err(CompileError::Llvm)?;
+    // SAFETY: the symbol is a kernel entry with this signature: objects come from
+    // `host_object`, whose entry is `sym` (the runtime's cache checks a hash of every
+    // entry and the key it was stored under before handing bytes here).
     let entry: KernelFn = unsafe { std::mem::transmute::<usize, KernelFn>(addr) };
     Ok(HostKernel {
         code,
@@ -433,6 +470,34 @@ fn compile_host_impl(
         compile_time: t0.elapsed(),
     })
 }
+
+/// What host objects depend on besides the program and options: the target triple, CPU
+/// and features ([`CPU_ENV`] included) and LLVM's version — part of the on-disk cache's key.
+///
+/// # Errors
+/// An unknown CPU in [`CPU_ENV`].
+pub fn host_target_id() -> Result<String, CompileError> {
+    init();
+    let (cpu, features) = target::resolve(None)?;
+    Ok(format!(
+        "{} {cpu} {features} llvm {}",
+        TargetMachine::get_default_triple()
+            .as_str()
+            .to_string_lossy(),
+        llvm_version()
+    ))
+}
+
+/// LLVM's version (`19.1.7`), as linked.
+pub fn llvm_version() -> String {
+    let (mut a, mut b, mut c) = (0u32, 0u32, 0u32);
+    // SAFETY: writes three integers.
+    unsafe { llvm_sys::core::LLVMGetVersion(&mut a, &mut b, &mut c) };
+    format!("{a}.{b}.{c}")
+}
+
+/// The `.entry` name of every PTX kernel [`compile_ptx`] makes.
+pub const PTX_ENTRY: &str = "weft_kernel";
 
 /// Compiles program `name` of `m` to PTX for compute capability `sm` (70 … 90).
 pub fn compile_ptx(
@@ -445,7 +510,7 @@ pub fn compile_ptx(
     let tm = ptx_machine(sm)?;
     let _compiling = target::Compiling::enter(name, &format!("sm_{sm}"));
     let ctx = Context::create();
-    let entry = "weft_kernel".to_string();
+    let entry = PTX_ENTRY.to_string();
     let (module, layout, effort) = build(
         &ctx,
         m,

@@ -251,10 +251,10 @@ pub fn rows(rows: &mut Vec<Row>, notes: &mut Vec<String>) {
         swizzle_inputs(&program(&am, "lerp"), &[2, 0, 1]).unwrap_or_else(|e| fail(e.to_string()));
     let adapted = alone(adapted, "lerp_tab");
     let hand = alone(program(&am, "lerp_tab"), "lerp_tab");
-    let same_clif = weft_backend_cranelift::compile(&adapted, "lerp_tab")
+    let same_clif = weft_backend_cranelift::compile_with_clif(&adapted, "lerp_tab")
         .map(|k| k.clif.clone())
         .ok()
-        == weft_backend_cranelift::compile(&hand, "lerp_tab")
+        == weft_backend_cranelift::compile_with_clif(&hand, "lerp_tab")
             .map(|k| k.clif.clone())
             .ok();
     let n = 16 << 20;

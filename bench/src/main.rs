@@ -18,6 +18,7 @@ use weft_ir::{Const, Type};
 use weft_runtime::{CpuDevice, HostCompiler};
 
 mod algebra;
+mod compile;
 mod heat;
 mod kernels;
 mod launch;
@@ -216,6 +217,10 @@ fn main() {
     }
     if args.get(1).map(String::as_str) == Some("heat") {
         heat::main(&args[2..]);
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("compile") {
+        compile::main(&args[2..]);
         return;
     }
     if args.get(1).map(String::as_str) == Some("launch") {

@@ -72,6 +72,14 @@ pub enum Command {
     },
     /// List the CUDA devices (index, name, compute capability, multiprocessors, memory).
     Devices,
+    /// Show the on-disk kernel cache (directory, entries, size, limit), or clear it. The
+    /// cache is `WEFT_CACHE_DIR`, else `$XDG_CACHE_HOME/weft`, else `~/.cache/weft`;
+    /// `WEFT_CACHE=off` disables it and `WEFT_CACHE_LIMIT` sets its size in MiB.
+    Cache {
+        /// Remove every entry.
+        #[arg(long)]
+        clear: bool,
+    },
     /// Run a program over arrays (DESIGN §5) and print or save its outputs.
     Run {
         /// The .weft file.
@@ -149,6 +157,10 @@ pub enum Command {
         /// kernel always prints its launch time).
         #[arg(long)]
         time: bool,
+        /// Print compile statistics after the run: programs each compiler compiled and the
+        /// time taken, kernels loaded from the on-disk cache, its hits and misses.
+        #[arg(long)]
+        stats: bool,
     },
     /// Optimise a module: run a pass pipeline and print the resulting module.
     ///
@@ -663,7 +675,7 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
             let m = load(&file)?;
             let p = choose_program(&m, program.as_deref(), &file)?;
             let text = match llvm_target {
-                None => weft_backend_cranelift::compile(&m, &p.name)
+                None => weft_backend_cranelift::compile_with_clif(&m, &p.name)
                     .map_err(|e| format!("error: {e}"))?
                     .clif
                     .clone(),
@@ -677,6 +689,26 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
                 }
             };
             let _ = write!(out, "{text}");
+            Ok(())
+        }
+        Command::Cache { clear } => {
+            let Some(c) = weft_runtime::DiskCache::from_env() else {
+                let _ = writeln!(out, "the kernel cache is off (WEFT_CACHE=off, or no HOME)");
+                return Ok(());
+            };
+            if clear {
+                c.clear()
+                    .map_err(|e| format!("error: clearing {}: {e}", c.dir().display()))?;
+            }
+            let u = c.usage();
+            let _ = writeln!(
+                out,
+                "kernel cache {}: {} entries, {:.1} MiB of {:.0} MiB",
+                c.dir().display(),
+                u.entries,
+                u.bytes as f64 / (1 << 20) as f64,
+                c.limit() as f64 / (1 << 20) as f64
+            );
             Ok(())
         }
         Command::Devices => {
@@ -715,7 +747,9 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
             sums,
             cast,
             time,
+            stats,
         } => {
+            let before = weft_runtime::stats::snapshot();
             let timeout = run_budget(timeout)?;
             let backend: Backend = backend.parse().map_err(|e| format!("error: {e}"))?;
             let m = load(&file)?;
@@ -741,7 +775,11 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
                     )
                     .into());
                 }
-                return run_kernel_cli(&m, p, &k, &grid, &inputs, &outputs, &sums, cast, out);
+                run_kernel_cli(&m, p, &k, &grid, &inputs, &outputs, &sums, cast, out)?;
+                if stats {
+                    let _ = writeln!(out, "{}", weft_runtime::stats::snapshot().since(&before));
+                }
+                return Ok(());
             }
             if shape.is_none() && !p.params.iter().any(|q| q.kind == ParamKind::Varying) {
                 return Err(format!(
@@ -827,6 +865,9 @@ pub fn run_to(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), 
             }
             if time {
                 let _ = writeln!(out, "{}", time_line(compiled, secs));
+            }
+            if stats {
+                let _ = writeln!(out, "{}", weft_runtime::stats::snapshot().since(&before));
             }
             Ok(())
         }

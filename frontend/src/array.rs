@@ -41,6 +41,9 @@ pub struct Residency {
 /// of its outputs.
 pub(crate) struct Pending {
     job: Mutex<Option<Job>>,
+    /// The program the job launches and the storages it reads: before a chain of pending
+    /// launches runs, the programs in it are compiled in parallel ([`precompile`]).
+    compile: Option<Compile>,
     /// Launches in the longest chain of pending launches this one runs first (1: its inputs
     /// are all computed). Running a chain recurses once per launch, so chains are bounded
     /// by [`MAX_PENDING_DEPTH`].
@@ -57,6 +60,51 @@ pub(crate) const MAX_PENDING_DEPTH: usize = 64;
 /// What a deferred launch computes: its outputs' contents on one device.
 pub(crate) type Job = Box<dyn FnOnce() -> Result<Vec<Resident>> + Send>;
 
+/// What a pending launch compiles, and the storages its arguments read.
+pub(crate) struct Compile {
+    pub(crate) dev: Device,
+    pub(crate) module: Arc<weft_ir::Module>,
+    pub(crate) name: Arc<str>,
+    pub(crate) inputs: Vec<Weak<Storage>>,
+}
+
+/// Launches whose programs [`precompile`] looks at, at most, in one chain.
+const PRECOMPILE_LIMIT: usize = 4096;
+
+/// Compiles the programs of the launches `p` waits for (and `p`'s) that no device has
+/// compiled yet, in parallel on the rayon pool (issue 24: the coin finder's 21 ring
+/// programs are one chain of deferred applies). Errors are left for the launches to report.
+fn precompile(p: &Arc<Pending>) {
+    let mut todo = vec![p.clone()];
+    let mut seen: Vec<*const Pending> = Vec::new();
+    let mut jobs: Vec<(Device, Arc<weft_ir::Module>, Arc<str>)> = Vec::new();
+    while let Some(q) = todo.pop() {
+        if seen.len() >= PRECOMPILE_LIMIT || seen.contains(&Arc::as_ptr(&q)) {
+            continue;
+        }
+        seen.push(Arc::as_ptr(&q));
+        if q.done.get().is_some() {
+            continue;
+        }
+        let Some(c) = &q.compile else { continue };
+        let new = !jobs.iter().any(|(d, m, n)| {
+            Arc::ptr_eq(&d.0, &c.dev.0) && Arc::ptr_eq(m, &c.module) && n == &c.name
+        });
+        if new && c.dev.needs_compile(&c.module, &c.name) {
+            jobs.push((c.dev.clone(), c.module.clone(), c.name.clone()));
+        }
+        for s in c.inputs.iter().filter_map(Weak::upgrade) {
+            if let Some((q, _)) = lock(&s.state).pending.clone() {
+                todo.push(q);
+            }
+        }
+    }
+    if jobs.len() > 1 {
+        use rayon::prelude::*;
+        jobs.par_iter().for_each(|(d, m, n)| d.precompile(m, n));
+    }
+}
+
 /// The contents of one storage on one device.
 pub(crate) enum Resident {
     Host(HostBuffer),
@@ -66,9 +114,15 @@ pub(crate) enum Resident {
 impl Pending {
     /// Output storages of `elems`/`len` whose contents `job` computes when first read;
     /// `depth` as [`Pending::depth`].
-    pub(crate) fn outputs(job: Job, elems: &[Type], depth: usize) -> Vec<Arc<Storage>> {
+    pub(crate) fn outputs(
+        job: Job,
+        compile: Option<Compile>,
+        elems: &[Type],
+        depth: usize,
+    ) -> Vec<Arc<Storage>> {
         let p = Arc::new(Pending {
             job: Mutex::new(Some(job)),
+            compile,
             depth,
             outs: Mutex::new(Vec::new()),
             done: OnceLock::new(),
@@ -147,6 +201,9 @@ impl Storage {
     pub(crate) fn resolve(&self) -> Result<()> {
         let pending = lock(&self.state).pending.clone();
         if let Some((p, _)) = pending {
+            if p.done.get().is_none() {
+                precompile(&p);
+            }
             p.run().map_err(Error::argument)?;
             let mut st = lock(&self.state);
             if st.pending.is_some() {

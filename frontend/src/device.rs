@@ -40,6 +40,19 @@ impl Device {
         .clone()
     }
 
+    /// The CPU with the tiered JIT (issue 24): a program's first launches run Cranelift
+    /// code while LLVM compiles it in the background, later ones the LLVM code; a program
+    /// whose LLVM code is in the on-disk kernel cache runs it at once. One shared instance
+    /// per process.
+    pub fn cpu_auto() -> Device {
+        static CPU: OnceLock<Device> = OnceLock::new();
+        CPU.get_or_init(|| {
+            let c = CpuDevice::with_compiler(HostCompiler::Auto(Default::default()));
+            Device(Arc::new(Kind::Cpu(c)))
+        })
+        .clone()
+    }
+
     /// The reference interpreter as a device: every result is the definition of what the
     /// compiled devices must compute (DESIGN §3, §6).
     pub fn interp() -> Device {
@@ -88,7 +101,7 @@ impl Device {
         Ok(Device(Arc::new(k)))
     }
 
-    /// A device by name: `interp`, `cpu` or `cranelift`, `llvm`, `cuda` or `cuda:N`.
+    /// A device by name: `interp`, `cpu` or `cranelift`, `llvm`, `auto`, `cuda` or `cuda:N`.
     ///
     /// # Errors
     /// An unknown name, or as [`Device::cuda`].
@@ -105,9 +118,10 @@ impl Device {
             (Some(Backend::Interp), _) => Ok(Device::interp()),
             (Some(Backend::Cranelift), _) => Ok(Device::cpu()),
             (Some(Backend::Llvm), _) => Ok(Device::cpu_llvm()),
+            (Some(Backend::Auto), _) => Ok(Device::cpu_auto()),
             (Some(Backend::Cuda), Some(n)) => Device::cuda(n),
             _ => Err(Error::argument(format!(
-                "unknown device `{name}` (expected interp, cpu, llvm, cuda or cuda:N)"
+                "unknown device `{name}` (expected interp, cpu, llvm, auto, cuda or cuda:N)"
             ))),
         }
     }
@@ -143,6 +157,44 @@ impl Device {
         }
     }
 
+    /// Whether map program `name` of `m` is not compiled for this device yet.
+    pub(crate) fn needs_compile(&self, m: &Arc<weft_ir::Module>, name: &str) -> bool {
+        match &*self.0 {
+            Kind::Interp { .. } => false,
+            Kind::Cpu(c) => !c.is_prepared_shared(m, name),
+            Kind::Cuda(g) => !g.is_prepared_shared(m, name),
+        }
+    }
+
+    /// Compiles map program `name` of `m` for this device (errors are left for its launch
+    /// to report).
+    pub(crate) fn precompile(&self, m: &Arc<weft_ir::Module>, name: &str) {
+        let _ = match &*self.0 {
+            Kind::Interp { .. } => return,
+            Kind::Cpu(c) => c.prepare_shared(m, name).map(drop),
+            Kind::Cuda(g) => g.prepare_shared(m, name).map(drop),
+        };
+    }
+
+    /// Compiles `programs` for this device now, in parallel on the rayon pool, instead of at
+    /// their first launches: a program applied later starts at once. (A chain of deferred
+    /// applies compiles its programs in parallel by itself when its first result is read.)
+    ///
+    /// # Errors
+    /// The first program that fails to compile (naming it).
+    pub fn compile(&self, programs: &[&crate::dsl::Program]) -> Result<()> {
+        use rayon::prelude::*;
+        programs.par_iter().try_for_each(|p| {
+            let (m, name) = (p.module_arc(), p.name());
+            match &*self.0 {
+                Kind::Interp { .. } => Ok(()),
+                Kind::Cpu(c) => c.prepare_shared(m, name).map(drop),
+                Kind::Cuda(g) => g.prepare_shared(m, name).map(drop),
+            }
+            .map_err(Error::Runtime)
+        })
+    }
+
     /// Runs kernel `name` of `m` over `grid` on this device, updating buffers in place.
     ///
     /// # Errors
@@ -160,6 +212,15 @@ impl Device {
     /// True for a CUDA device.
     pub fn is_cuda(&self) -> bool {
         matches!(&*self.0, Kind::Cuda(_))
+    }
+
+    /// The CPU device, if this is one (for its time budget, kernel cache and the tiered
+    /// JIT's [`CpuDevice::wait_for_upper_tier`]).
+    pub fn as_cpu(&self) -> Option<&CpuDevice> {
+        match &*self.0 {
+            Kind::Cpu(d) => Some(d),
+            _ => None,
+        }
     }
 
     /// The CUDA device, if this is one (for its configuration and transfer counters).

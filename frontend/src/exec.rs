@@ -307,6 +307,12 @@ pub(crate) fn defer(
     }
     let shape = crate::array::Dims::from_slice(&l.shape);
     let elems: smallvec::SmallVec<[Type; 4]> = l.outputs().collect();
+    let compile = crate::array::Compile {
+        dev: dev.clone(),
+        module: l.module.clone(),
+        name: l.name().into(),
+        inputs: inputs().map(Arc::downgrade).collect(),
+    };
     let dev = dev.clone();
     // The error names the launch and the user's line that applied it: it surfaces only
     // when a result is read.
@@ -316,8 +322,10 @@ pub(crate) fn defer(
             Error::argument(format!("deferred launch of @{}{at} failed: {e}", l.name()))
         })
     });
-    Ok(crate::array::Pending::outputs(job, &elems, depth)
-        .into_iter()
-        .map(|s| ArrayData::stored(s, shape.clone()))
-        .collect())
+    Ok(
+        crate::array::Pending::outputs(job, Some(compile), &elems, depth)
+            .into_iter()
+            .map(|s| ArrayData::stored(s, shape.clone()))
+            .collect(),
+    )
 }

@@ -19,7 +19,7 @@ pub use collective::{arg_max, arg_min, maximum, minimum, product, sum, sum_array
 pub use device::Device;
 pub use error::{Error, Result};
 pub use scalar::{Elem, Scalar};
-pub use weft_runtime::{Backend, DeviceOptions};
+pub use weft_runtime::{stats, Backend, DeviceOptions};
 
 /// Everything a program using weft needs, for one glob import: `use weft::prelude::*;`.
 ///

@@ -63,6 +63,8 @@ impl Target {
             (Backend::Llvm, true) => vec![Target::LlvmFast],
             (Backend::Cuda, true) => vec![Target::CudaFast],
             (Backend::Interp | Backend::Cranelift, true) => return None,
+            // Its two tiers are the `cranelift` and `llvm` targets.
+            (Backend::Auto, _) => return None,
         })
     }
 

@@ -23,19 +23,23 @@ pub enum Backend {
     Llvm,
     /// An NVIDIA GPU through the CUDA driver (LLVM → PTX).
     Cuda,
+    /// The CPU device with the tiered JIT (issue 24): Cranelift code at once, LLVM code
+    /// compiled in the background and used once ready (`HostCompiler::Auto`).
+    Auto,
 }
 
 impl Backend {
     /// Every backend, in the order the CLI lists them.
-    pub const ALL: [Backend; 4] = [
+    pub const ALL: [Backend; 5] = [
         Backend::Interp,
         Backend::Cranelift,
         Backend::Llvm,
         Backend::Cuda,
+        Backend::Auto,
     ];
 
     /// The backends' names, in [`Backend::ALL`]'s order.
-    pub const NAMES: [&'static str; 4] = ["interp", "cranelift", "llvm", "cuda"];
+    pub const NAMES: [&'static str; 5] = ["interp", "cranelift", "llvm", "cuda", "auto"];
 
     /// The backend's name (`weft run --backend NAME`).
     pub const fn name(self) -> &'static str {
@@ -60,13 +64,14 @@ impl HostCompiler {
         match self {
             HostCompiler::Cranelift => Backend::Cranelift,
             HostCompiler::Llvm(_) => Backend::Llvm,
+            HostCompiler::Auto(_) => Backend::Auto,
         }
     }
 }
 
 /// A name that is not a backend's.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown backend `{0}` (the backends are interp, cranelift, llvm, cuda)")]
+#[error("unknown backend `{0}` (the backends are interp, cranelift, llvm, cuda, auto)")]
 pub struct UnknownBackend(pub String);
 
 impl FromStr for Backend {
@@ -161,6 +166,10 @@ impl Device {
             },
             Backend::Cranelift => cpu(HostCompiler::Cranelift),
             Backend::Llvm => cpu(HostCompiler::Llvm(weft_backend_llvm::Options {
+                fast_math: opts.fast_math,
+                ..Default::default()
+            })),
+            Backend::Auto => cpu(HostCompiler::Auto(weft_backend_llvm::Options {
                 fast_math: opts.fast_math,
                 ..Default::default()
             })),

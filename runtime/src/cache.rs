@@ -61,6 +61,11 @@ impl<K: Hash + Eq + Clone, V: Clone> Lru<K, V> {
         }
     }
 
+    /// Whether `k` has an entry (not marking it used).
+    pub(crate) fn contains(&self, k: &K) -> bool {
+        self.map.contains_key(k)
+    }
+
     /// Entries held.
     pub(crate) fn len(&self) -> usize {
         self.map.len()

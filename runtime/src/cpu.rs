@@ -5,13 +5,15 @@
 use crate::buffer::HostBuffer;
 use crate::cache::Lru;
 use crate::context::Context;
+use crate::disk::{DiskCache, Key};
 pub use crate::error::RuntimeError;
 use crate::plan::check_ranges;
 use crate::planes::{read_output, Plane};
 use crate::prepare::Prepared;
+use crate::stats;
 use crate::watchdog::{AbortFlag, Watch, NEVER};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use weft_backend_cranelift::abi::{lanes, Layout, PAD};
 use weft_backend_cranelift::{compile, Kernel};
 use weft_ir::interp::{HostArray, Input, RunError};
@@ -27,6 +29,12 @@ pub enum HostCompiler {
     Cranelift,
     /// LLVM 19 through ORC (slower compiles, the host's widest vectors).
     Llvm(weft_backend_llvm::Options),
+    /// Tiered (issue 24): a program's first launches run Cranelift code while LLVM (with
+    /// these options) compiles it in the background; the next launch after that compile
+    /// finishes runs the LLVM code (both compute the interpreter's bits). A program whose
+    /// LLVM code is in the on-disk cache runs it at once, with no Cranelift compile. Kernels
+    /// (kernel mode) run Cranelift code.
+    Auto(weft_backend_llvm::Options),
 }
 
 /// A compiled host kernel of either code generator; both use the ABI of docs/abi.md.
@@ -72,6 +80,8 @@ const SERIAL_LIMIT: usize = 1 << 11;
 /// and a time budget per launch ([`CpuDevice::set_timeout`]).
 pub struct CpuDevice {
     compiler: HostCompiler,
+    /// [`HostCompiler::Auto`]'s upper tier: an LLVM device, and its background compiles.
+    upper: Option<Arc<Upper>>,
     cache: Mutex<Lru<(u64, String), Arc<HostCode>>>,
     /// Prepared programs ([`CpuDevice::prepare`]), by (fingerprint of the module as given,
     /// program name).
@@ -93,6 +103,105 @@ pub struct CpuProgram {
     /// The last launch's split, by launch shape and the extents of the arrays the footprint
     /// reads: an iterated stencil launches the same shapes again and again.
     last_split: Mutex<Option<SplitKey>>,
+    /// [`HostCompiler::Auto`]: the same program compiled by LLVM, set by the background
+    /// compile when it finishes; launches from then on run it.
+    tier: OnceLock<Arc<CpuProgram>>,
+}
+
+/// The upper tier of a [`HostCompiler::Auto`] device: the LLVM device that compiles its
+/// programs in the background, and how many of those compiles are running.
+struct Upper {
+    llvm: CpuDevice,
+    running: Mutex<usize>,
+    idle: std::sync::Condvar,
+    /// The background compiler: one thread (started on first use) running compiles in the
+    /// order they come, so that they take one core and never the launch pool's or the
+    /// foreground compiles' (a rayon job would queue the foreground behind them).
+    queue: Mutex<Option<std::sync::mpsc::Sender<TierJob>>>,
+}
+
+/// A background compile of [`Upper`].
+type TierJob = Box<dyn FnOnce() + Send>;
+
+/// Foreground compiles of tiered devices running now, and when the last one ended: the
+/// background compiler starts a job only after none has run for [`TIER_QUIET`], so that
+/// on a machine with few cores the first launches' Cranelift compiles get them.
+static FOREGROUND: Mutex<(usize, Option<Instant>)> = Mutex::new((0, None));
+
+/// How long foreground compiles must have been idle before a background compile starts.
+const TIER_QUIET: Duration = Duration::from_millis(20);
+
+/// Counts a foreground compile while alive.
+struct Foreground;
+
+impl Foreground {
+    fn enter() -> Foreground {
+        FOREGROUND.lock().unwrap_or_else(|e| e.into_inner()).0 += 1;
+        Foreground
+    }
+}
+
+impl Drop for Foreground {
+    fn drop(&mut self) {
+        let mut f = FOREGROUND.lock().unwrap_or_else(|e| e.into_inner());
+        f.0 -= 1;
+        f.1 = Some(Instant::now());
+    }
+}
+
+/// Waits until no foreground compile has run for [`TIER_QUIET`].
+fn wait_for_quiet() {
+    loop {
+        let wait = {
+            let f = FOREGROUND.lock().unwrap_or_else(|e| e.into_inner());
+            match *f {
+                (0, None) => return,
+                (0, Some(t)) if t.elapsed() >= TIER_QUIET => return,
+                (0, Some(t)) => TIER_QUIET - t.elapsed(),
+                _ => TIER_QUIET,
+            }
+        };
+        std::thread::sleep(wait);
+    }
+}
+
+impl Upper {
+    /// Runs `job` on the background compiler thread.
+    fn spawn(&self, job: TierJob) {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let job = match q.as_ref() {
+            None => job,
+            Some(tx) => match tx.send(job) {
+                Ok(()) => return,
+                Err(e) => e.0,
+            },
+        };
+        let (tx, rx) = std::sync::mpsc::channel::<TierJob>();
+        let started = std::thread::Builder::new()
+            .name("weft-tier".into())
+            .spawn(move || {
+                for j in rx {
+                    wait_for_quiet();
+                    j();
+                }
+            });
+        match started {
+            Ok(_) => {
+                let _ = tx.send(job);
+                *q = Some(tx);
+            }
+            // No thread: compile now (the program still gets its LLVM code).
+            Err(_) => job(),
+        }
+    }
+}
+
+/// Whether `WEFT_LOG` names `topic` (comma-separated topics, or `all`): debug lines on
+/// standard error, such as the tiered JIT's switches (`WEFT_LOG=tier`).
+fn logs(topic: &str) -> bool {
+    static TOPICS: OnceLock<String> = OnceLock::new();
+    let t = TOPICS.get_or_init(|| std::env::var("WEFT_LOG").unwrap_or_default());
+    t.split(',').any(|x| x.trim() == topic || x.trim() == "all")
 }
 
 /// The ranges of a launch split into interior and border (`weft_ir::passes::partition::split`)
@@ -200,9 +309,20 @@ impl CpuProgram {
         &self.prepared
     }
 
-    /// The compiled kernel.
+    /// The compiled kernel a launch starts now runs (the upper tier's once it is ready).
     pub fn code(&self) -> &Arc<HostCode> {
-        &self.code
+        &self.current().code
+    }
+
+    /// Whether launches run LLVM code: always on an LLVM device; on a
+    /// [`HostCompiler::Auto`] device once the background compile has finished.
+    pub fn is_upper_tier(&self) -> bool {
+        matches!(*self.current().code, HostCode::Llvm(_))
+    }
+
+    /// The program launches run now: the upper tier once it is ready, else this one.
+    fn current(&self) -> &CpuProgram {
+        self.tier.get().map_or(self, |t| t)
     }
 }
 
@@ -234,8 +354,18 @@ impl CpuDevice {
     /// [`crate::cache::DEFAULT_CAPACITY`] kernels and the time budget of the `WEFT_TIMEOUT`
     /// environment variable (seconds; none when unset, `0` or not a number).
     pub fn with_compiler(compiler: HostCompiler) -> CpuDevice {
+        let upper = match compiler {
+            HostCompiler::Auto(o) => Some(Arc::new(Upper {
+                llvm: CpuDevice::with_compiler(HostCompiler::Llvm(o)),
+                running: Mutex::new(0),
+                idle: std::sync::Condvar::new(),
+                queue: Mutex::new(None),
+            })),
+            _ => None,
+        };
         CpuDevice {
             compiler,
+            upper,
             cache: Mutex::default(),
             programs: Mutex::default(),
             shared: Default::default(),
@@ -254,6 +384,18 @@ impl CpuDevice {
     /// Prepared launches ([`CpuDevice::launch`]) keep the budget they were made with.
     pub fn set_timeout(&self, budget: Option<Duration>) {
         *self.timeout.lock().unwrap_or_else(|e| e.into_inner()) = budget;
+    }
+
+    /// Waits until no background compile of a [`HostCompiler::Auto`] device is running (at
+    /// once on other devices): every program prepared before the call then runs LLVM code
+    /// (unless LLVM failed on it). For tests and benchmarks.
+    pub fn wait_for_upper_tier(&self) {
+        if let Some(u) = &self.upper {
+            let mut n = u.running.lock().unwrap_or_else(|e| e.into_inner());
+            while *n > 0 {
+                n = u.idle.wait(n).unwrap_or_else(|e| e.into_inner());
+            }
+        }
     }
 
     /// The time budget of each launch (see [`CpuDevice::set_timeout`]).
@@ -288,16 +430,108 @@ impl CpuDevice {
         if let Some(p) = self.lock_programs().get(&key) {
             return Ok(p);
         }
+        let p = match &self.upper {
+            Some(up) => self.prepare_tiered(up, m, name)?,
+            None => Arc::new(self.prepare_new(m, name)?),
+        };
+        Ok(self.lock_programs().get_or_insert(key, p))
+    }
+
+    /// Program `name` of `m` prepared and compiled by this device's compiler (Cranelift for
+    /// [`HostCompiler::Auto`]), bypassing the program cache.
+    fn prepare_new(&self, m: &Module, name: &str) -> Result<CpuProgram, RuntimeError> {
         let prepared = Prepared::new(m, name)?;
         let code = self.kernel(prepared.kernel_module(), name)?;
         let interior = self.interior(prepared.kernel_module(), name)?;
-        let p = Arc::new(CpuProgram {
+        Ok(CpuProgram {
             prepared,
             code,
             interior,
             last_split: Mutex::new(None),
-        });
-        Ok(self.lock_programs().get_or_insert(key, p))
+            tier: OnceLock::new(),
+        })
+    }
+
+    /// [`HostCompiler::Auto`]'s preparation: the LLVM code at once if the on-disk cache
+    /// holds it, else Cranelift code now and LLVM code in the background (on the tier
+    /// thread), which the program's launches switch to when it is ready.
+    fn prepare_tiered(
+        &self,
+        up: &Arc<Upper>,
+        m: &Module,
+        name: &str,
+    ) -> Result<Arc<CpuProgram>, RuntimeError> {
+        if let Some(p) = up.llvm.prepare_from_disk(m, name)? {
+            return Ok(Arc::new(p));
+        }
+        let t0 = Instant::now();
+        let p = {
+            let _busy = Foreground::enter();
+            Arc::new(self.prepare_new(m, name)?)
+        };
+        let (weak, up2, m2, name2) = (Arc::downgrade(&p), up.clone(), m.clone(), name.to_string());
+        *up.running.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        up.spawn(Box::new(move || {
+            // A program dropped meanwhile needs no LLVM code.
+            let q = match weak.strong_count() {
+                0 => None,
+                _ => Some(up2.llvm.prepare_new(&m2, &name2).map(Arc::new)),
+            };
+            match (q, weak.upgrade()) {
+                (Some(Ok(q)), Some(p)) if p.tier.set(q.clone()).is_ok() => {
+                    stats::count_tier_switch();
+                    if logs("tier") {
+                        eprintln!(
+                            "weft: @{name2}: LLVM code ready after {:.1} ms; later launches run it",
+                            t0.elapsed().as_secs_f64() * 1e3
+                        );
+                    }
+                }
+                (Some(Err(e)), _) if logs("tier") => {
+                    eprintln!("weft: @{name2}: LLVM failed, keeping Cranelift code: {e}")
+                }
+                _ => {}
+            }
+            let mut n = up2.running.lock().unwrap_or_else(|e| e.into_inner());
+            *n -= 1;
+            up2.idle.notify_all();
+        }));
+        Ok(p)
+    }
+
+    /// On an LLVM device: program `name` of `m` prepared with its code (and its interior
+    /// variant's) from the on-disk cache, or `None` if the cache lacks any of them (nothing
+    /// is compiled).
+    fn prepare_from_disk(
+        &self,
+        m: &Module,
+        name: &str,
+    ) -> Result<Option<CpuProgram>, RuntimeError> {
+        let HostCompiler::Llvm(o) = self.compiler else {
+            return Ok(None);
+        };
+        if DiskCache::global().is_none() {
+            return Ok(None);
+        }
+        let prepared = Prepared::new(m, name)?;
+        let km = prepared.kernel_module();
+        let Some(code) = llvm_host_from_disk(km, name, o) else {
+            return Ok(None);
+        };
+        let interior = match interior_module(km, name) {
+            None => None,
+            Some((im, fp)) => match llvm_host_from_disk(&im, name, o) {
+                Some(k) => Some((Arc::new(HostCode::Llvm(k)), fp)),
+                None => return Ok(None),
+            },
+        };
+        Ok(Some(CpuProgram {
+            prepared,
+            code: Arc::new(HostCode::Llvm(code)),
+            interior,
+            last_split: Mutex::new(None),
+            tier: OnceLock::new(),
+        }))
     }
 
     /// [`CpuDevice::prepare`] for a module the caller keeps unchanged behind `m` (the `weft`
@@ -313,6 +547,11 @@ impl CpuDevice {
         self.shared.get_or(m, name, || self.prepare(m, name))
     }
 
+    /// Whether [`CpuDevice::prepare_shared`] has program `name` of `m` already.
+    pub fn is_prepared_shared(&self, m: &Arc<Module>, name: &str) -> bool {
+        self.shared.contains(m, name)
+    }
+
     /// The compiled interior variant of program `name` of `m` (after inlining, so reads in
     /// callees count) and its footprint, if it has stencil reads.
     fn interior(
@@ -320,16 +559,10 @@ impl CpuDevice {
         m: &Module,
         name: &str,
     ) -> Result<Option<(Arc<HostCode>, Footprint)>, RuntimeError> {
-        let lowered = weft_ir::passes::for_lowering(m, name);
-        let Some(i) = lowered.position(name) else {
-            return Ok(None);
-        };
-        let Some((q, fp)) = partition::interior_variant(&lowered.programs[i]) else {
-            return Ok(None);
-        };
-        let mut im = lowered.into_owned();
-        im.programs[i] = q;
-        Ok(Some((self.kernel(&im, name)?, fp)))
+        match interior_module(m, name) {
+            None => Ok(None),
+            Some((im, fp)) => Ok(Some((self.kernel(&im, name)?, fp))),
+        }
     }
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, Lru<(u64, String), Arc<HostCode>>> {
@@ -340,10 +573,13 @@ impl CpuDevice {
     pub fn kernel(&self, m: &Module, name: &str) -> Result<Arc<HostCode>, RuntimeError> {
         self.cache_entry(m, name.to_string(), || {
             Ok(match self.compiler {
-                HostCompiler::Cranelift => HostCode::Cranelift(cached_clif(compile(m, name)?)),
-                HostCompiler::Llvm(o) => {
-                    HostCode::Llvm(weft_backend_llvm::compile_host(m, name, o)?)
+                HostCompiler::Cranelift | HostCompiler::Auto(_) => {
+                    let t0 = Instant::now();
+                    let k = compile(m, name)?;
+                    stats::count_compile(stats::Compiler::Cranelift, t0.elapsed());
+                    HostCode::Cranelift(k)
                 }
+                HostCompiler::Llvm(o) => HostCode::Llvm(llvm_host(m, name, None, o)?),
             })
         })
     }
@@ -361,12 +597,13 @@ impl CpuDevice {
     ) -> Result<Arc<HostCode>, RuntimeError> {
         let key = format!("{name}@{}x{}x{}", block[0], block[1], block[2]);
         self.cache_entry(m, key, || match self.compiler {
-            HostCompiler::Cranelift => Ok(HostCode::Cranelift(cached_clif(
-                weft_backend_cranelift::compile_kernel(m, name, block)?,
-            ))),
-            HostCompiler::Llvm(o) => Ok(HostCode::Llvm(weft_backend_llvm::compile_host_kernel(
-                m, name, block, o,
-            )?)),
+            HostCompiler::Cranelift | HostCompiler::Auto(_) => {
+                let t0 = Instant::now();
+                let k = weft_backend_cranelift::compile_kernel(m, name, block)?;
+                stats::count_compile(stats::Compiler::Cranelift, t0.elapsed());
+                Ok(HostCode::Cranelift(k))
+            }
+            HostCompiler::Llvm(o) => Ok(HostCode::Llvm(llvm_host(m, name, Some(block), o)?)),
         })
     }
 
@@ -600,6 +837,7 @@ impl CpuDevice {
         inputs: &[Input],
         shape: Option<&[usize]>,
     ) -> Result<Launch, RuntimeError> {
+        let prog = prog.current();
         let name = prog.prepared.name();
         weft_ir::launch::check_host_inputs(prog.prepared.program(), inputs)?;
         let descs: Vec<ArgDesc> = inputs.iter().map(ArgDesc::of).collect();
@@ -713,6 +951,7 @@ impl CpuDevice {
         args: &[BufArg<'a>],
         shape: Option<&[usize]>,
     ) -> Result<BufferLaunch<'a>, RuntimeError> {
+        let prog = prog.current();
         let name = prog.prepared.name();
         let descs: smallvec::SmallVec<[ArgDesc; 8]> = args.iter().map(BufArg::desc).collect();
         let plan = prog.prepared.plan(&descs, shape)?;
@@ -792,9 +1031,90 @@ fn too_big_to_allocate(program: &str, launch: &[usize]) -> RunError {
 
 /// A Cranelift kernel as the cache keeps it: without its CLIF text (often larger than the
 /// code; `weft emit --target clif` compiles for itself).
-fn cached_clif(mut k: Kernel) -> Kernel {
-    k.clif = String::new();
-    k
+/// LLVM host code for program `name` of `m` (a kernel: for work-groups of `block`), from the
+/// on-disk cache ([`DiskCache::global`]) when it holds the object, else compiled (and the
+/// object stored). The key is the module's canonical text, the program, the target CPU and
+/// features, LLVM's version, the options and the work-group size.
+/// The interior variant of program `name` of `m` (after inlining, so reads in callees
+/// count) in a module of its own, and its footprint, if the program has stencil reads.
+fn interior_module(m: &Module, name: &str) -> Option<(Module, Footprint)> {
+    let lowered = weft_ir::passes::for_lowering(m, name);
+    let i = lowered.position(name)?;
+    let (q, fp) = partition::interior_variant(&lowered.programs[i])?;
+    let mut im = lowered.into_owned();
+    im.programs[i] = q;
+    Some((im, fp))
+}
+
+/// The on-disk cache's key and entry symbol of the LLVM host code of program `name` of `m`
+/// (a kernel: for work-groups of `block`): the module's canonical text, the program, the
+/// target CPU and features, LLVM's version, the options and the work-group size.
+fn llvm_host_key(
+    m: &Module,
+    name: &str,
+    block: Option<[u32; 3]>,
+    o: weft_backend_llvm::Options,
+) -> Result<(Key, String), RuntimeError> {
+    let key = Key::new(
+        "llvm-host",
+        &[
+            weft_ir::print_module(m).as_bytes(),
+            name.as_bytes(),
+            weft_backend_llvm::host_target_id()?.as_bytes(),
+            format!("{o:?} {block:?}").as_bytes(),
+        ],
+    );
+    let sym = format!("weft_k_{}", &key.hex()[..32]);
+    Ok((key, sym))
+}
+
+/// LLVM host code for map program `name` of `m` from the on-disk cache alone (`None`:
+/// not there, or no cache).
+fn llvm_host_from_disk(
+    m: &Module,
+    name: &str,
+    o: weft_backend_llvm::Options,
+) -> Option<weft_backend_llvm::HostKernel> {
+    let t0 = Instant::now();
+    let cache = DiskCache::global()?;
+    let p = m.get(name)?;
+    let (key, sym) = llvm_host_key(m, name, None, o).ok()?;
+    let obj = cache.get(&key)?;
+    let k = weft_backend_llvm::load_host_object(&obj, &sym, weft_ir::abi::Layout::new(p)).ok()?;
+    stats::count_load(stats::Compiler::LlvmHost, t0.elapsed());
+    Some(k)
+}
+
+fn llvm_host(
+    m: &Module,
+    name: &str,
+    block: Option<[u32; 3]>,
+    o: weft_backend_llvm::Options,
+) -> Result<weft_backend_llvm::HostKernel, RuntimeError> {
+    use weft_backend_llvm as llvm;
+    let t0 = Instant::now();
+    let counted = |k: llvm::HostKernel| {
+        stats::count_compile(stats::Compiler::LlvmHost, t0.elapsed());
+        Ok(k)
+    };
+    let (Some(cache), Some(p)) = (DiskCache::global(), m.get(name)) else {
+        return match block {
+            None => counted(llvm::compile_host(m, name, o)?),
+            Some(b) => counted(llvm::compile_host_kernel(m, name, b, o)?),
+        };
+    };
+    let (key, sym) = llvm_host_key(m, name, block, o)?;
+    let layout = || weft_ir::abi::Layout::new(p);
+    if let Some(obj) = cache.get(&key) {
+        // An object ORC rejects (another LLVM's, say, under the same key) is recompiled.
+        if let Ok(k) = llvm::load_host_object(&obj, &sym, layout()) {
+            stats::count_load(stats::Compiler::LlvmHost, t0.elapsed());
+            return Ok(k);
+        }
+    }
+    let obj = llvm::host_object_bytes(m, name, o, block, &sym)?;
+    cache.put(&key, &obj);
+    counted(llvm::load_host_object(&obj, &sym, layout())?)
 }
 
 /// One run of a launch of `program` under the watchdog: points the context's abort word at

@@ -10,11 +10,13 @@ pub mod cache;
 mod context;
 pub mod cpu;
 pub mod cuda;
+pub mod disk;
 pub mod error;
 mod plan;
 mod planes;
 mod pool;
 pub mod prepare;
+pub mod stats;
 pub mod watchdog;
 
 pub use backend::{Backend, Device, DeviceOptions, UnknownBackend};
@@ -27,6 +29,7 @@ pub use cuda::{
     CudaDevice, CudaError, CudaKernel, CudaKernelArg, CudaKernelLaunch, CudaLaunch, CudaProgram,
     DeviceInfo, GpuConfig, Transfers,
 };
+pub use disk::DiskCache;
 pub use prepare::{Plan, Prepared};
 
 /// Runs `f(i)` for every `i` in `0..n` exactly once on the CPU device's launch pool (the

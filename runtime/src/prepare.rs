@@ -240,6 +240,15 @@ impl<V: Clone> ByIdentity<V> {
         Ok(self.lock().get_or_insert(key, (m.clone(), v)).1)
     }
 
+    /// Whether program `name` of `m` has an entry (not marking it used).
+    pub(crate) fn contains(&self, m: &Arc<Module>, name: &str) -> bool {
+        let key = (
+            Arc::as_ptr(m) as usize,
+            m.position(name).unwrap_or(usize::MAX),
+        );
+        self.lock().contains(&key)
+    }
+
     /// Forgets every entry.
     pub(crate) fn clear(&self) {
         self.lock().clear();

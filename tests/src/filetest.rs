@@ -1204,7 +1204,7 @@ impl RunLine for Backend {
                         .map_err(|e| e.to_string())
                 }
             }
-            Backend::Cranelift | Backend::Llvm | Backend::Cuda => {
+            Backend::Cranelift | Backend::Llvm | Backend::Cuda | Backend::Auto => {
                 let device_apply = |ins: &[Input], shape: Option<&[usize]>| {
                     device(self)?
                         .apply(m, pname, ins, shape)

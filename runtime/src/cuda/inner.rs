@@ -197,47 +197,101 @@ impl Inner {
         entry: &str,
         level: u32,
     ) -> Result<LoadedModule, CudaError> {
-        let bad = |what: &str| CudaError::Driver {
-            call: "cuModuleLoadDataEx",
-            code: "CUDA_ERROR_INVALID_VALUE".into(),
-            description: format!("the {what} contains a NUL byte"),
-            log: None,
-        };
-        let image = CString::new(ptx).map_err(|_| bad("PTX text"))?;
-        let entry_c = CString::new(entry).map_err(|_| bad("entry name"))?;
+        let image = CString::new(ptx).map_err(|_| nul("PTX text"))?;
         self.bind()?;
-        let mut log = vec![0u8; 1 << 14];
-        let mut opts = [
-            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
-            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-            sys::CUjit_option::CU_JIT_OPTIMIZATION_LEVEL,
-        ];
-        let mut vals: [*mut c_void; 3] = [
-            log.as_mut_ptr().cast(),
-            log.len() as *mut c_void,
-            level.min(4) as usize as *mut c_void,
-        ];
+        let mut log = JitLog::new(level);
         let mut module: sys::CUmodule = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated PTX image; three options whose values are a writable buffer,
-        // its size and the optimisation level (the last two passed by value, as the driver API
+        // SAFETY: a NUL-terminated PTX image; options whose values are a writable buffer, its
+        // size and the optimisation level (the last two passed by value, as the driver API
         // specifies); `log` outlives the call.
         let r = unsafe {
             sys::cuModuleLoadDataEx(
                 &mut module,
                 image.as_ptr().cast(),
-                opts.len() as c_uint,
-                opts.as_mut_ptr(),
-                vals.as_mut_ptr(),
+                log.opts.len() as c_uint,
+                log.opts.as_mut_ptr(),
+                log.vals.as_mut_ptr(),
             )
         };
         if let Err(e) = r.result() {
-            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-            let mut err = drv("cuModuleLoadDataEx", e);
-            if let CudaError::Driver { log: l, .. } = &mut err {
-                *l = Some(String::from_utf8_lossy(&log[..end]).into_owned());
-            }
-            return Err(err);
+            return Err(log.error(drv("cuModuleLoadDataEx", e)));
         }
+        self.entry_of(module, entry)
+    }
+
+    /// Compiles PTX (NUL-free text) to a cubin for this device with the driver's linker
+    /// (`ptxas` at `CU_JIT_OPTIMIZATION_LEVEL` `level`): what [`Self::load_cubin`] loads
+    /// without compiling, in this process or another (the on-disk kernel cache keeps it).
+    /// Errors come with the JIT's log.
+    pub(super) fn ptx_to_cubin(&self, ptx: &str, level: u32) -> Result<Vec<u8>, CudaError> {
+        let image = CString::new(ptx).map_err(|_| nul("PTX text"))?;
+        self.bind()?;
+        let mut log = JitLog::new(level);
+        let mut state: sys::CUlinkState = std::ptr::null_mut();
+        // SAFETY: options as for `cuModuleLoadDataEx`; `log` outlives the link state, which
+        // is destroyed below on every path.
+        let r = unsafe {
+            sys::cuLinkCreate_v2(
+                log.opts.len() as c_uint,
+                log.opts.as_mut_ptr(),
+                log.vals.as_mut_ptr(),
+                &mut state,
+            )
+        };
+        if let Err(e) = r.result() {
+            return Err(log.error(drv("cuLinkCreate", e)));
+        }
+        let name = c"weft.ptx";
+        // SAFETY: `image` is NUL-terminated PTX and its size includes the NUL, as the driver
+        // wants for text input; the link state is live.
+        let added = unsafe {
+            sys::cuLinkAddData_v2(
+                state,
+                sys::CUjitInputType::CU_JIT_INPUT_PTX,
+                image.as_ptr() as *mut c_void,
+                image.as_bytes_with_nul().len(),
+                name.as_ptr(),
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        let mut cubin: *mut c_void = std::ptr::null_mut();
+        let mut size = 0usize;
+        let done = added
+            .result()
+            .map_err(|e| drv("cuLinkAddData", e))
+            .and_then(|()| {
+                // SAFETY: the state holds the PTX; the cubin it gives lives until cuLinkDestroy.
+                unsafe { sys::cuLinkComplete(state, &mut cubin, &mut size) }
+                    .result()
+                    .map_err(|e| drv("cuLinkComplete", e))
+            });
+        let out = done.map(|()| {
+            // SAFETY: `cubin` points at `size` bytes owned by the live link state.
+            unsafe { std::slice::from_raw_parts(cubin as *const u8, size) }.to_vec()
+        });
+        // SAFETY: destroyed once; the cubin was copied out above.
+        let _ = unsafe { sys::cuLinkDestroy(state) };
+        out.map_err(|e| log.error(e))
+    }
+
+    /// Loads a cubin made by [`Self::ptx_to_cubin`] (no compilation) and finds its entry.
+    pub(super) fn load_cubin(&self, cubin: &[u8], entry: &str) -> Result<LoadedModule, CudaError> {
+        self.bind()?;
+        let mut module: sys::CUmodule = std::ptr::null_mut();
+        // SAFETY: the image is a complete cubin (the cache checked its hash and key); the
+        // driver validates the ELF header and rejects other images.
+        unsafe { sys::cuModuleLoadData(&mut module, cubin.as_ptr().cast()) }
+            .result()
+            .map_err(|e| drv("cuModuleLoadData", e))?;
+        self.entry_of(module, entry)
+    }
+
+    /// The loaded `module` with its function `entry` (the module is unloaded if there is
+    /// no such function).
+    fn entry_of(&self, module: sys::CUmodule, entry: &str) -> Result<LoadedModule, CudaError> {
+        let entry_c = CString::new(entry).map_err(|_| nul("entry name"))?;
         let loaded = |func| LoadedModule {
             ctx: self.ctx.clone(),
             module,
@@ -338,5 +392,57 @@ impl Inner {
                 .map_err(|e| drv("cuEventElapsedTime", e))
         })?;
         Ok(Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+    }
+}
+
+/// The error of a text argument with a NUL byte.
+fn nul(what: &str) -> CudaError {
+    CudaError::Driver {
+        call: "cuModuleLoadDataEx",
+        code: "CUDA_ERROR_INVALID_VALUE".into(),
+        description: format!("the {what} contains a NUL byte"),
+        log: None,
+    }
+}
+
+/// The options of a driver JIT call: an error log buffer and the optimisation level.
+struct JitLog {
+    log: Vec<u8>,
+    opts: [sys::CUjit_option; 3],
+    vals: [*mut c_void; 3],
+}
+
+impl JitLog {
+    fn new(level: u32) -> Box<JitLog> {
+        let mut j = Box::new(JitLog {
+            log: vec![0u8; 1 << 14],
+            opts: [
+                sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+                sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                sys::CUjit_option::CU_JIT_OPTIMIZATION_LEVEL,
+            ],
+            vals: [std::ptr::null_mut(); 3],
+        });
+        j.vals = [
+            j.log.as_mut_ptr().cast(),
+            j.log.len() as *mut c_void,
+            level.min(4) as usize as *mut c_void,
+        ];
+        j
+    }
+
+    /// `e` with the log the driver wrote.
+    fn error(&self, mut e: CudaError) -> CudaError {
+        let end = self
+            .log
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(self.log.len());
+        if let CudaError::Driver { log: l, .. } = &mut e {
+            if end > 0 {
+                *l = Some(String::from_utf8_lossy(&self.log[..end]).into_owned());
+            }
+        }
+        e
     }
 }

@@ -19,9 +19,11 @@
 
 use crate::buffer::HostBuffer;
 use crate::context::Context;
+use crate::disk::{DiskCache, Key};
 use crate::error::RuntimeError;
 use crate::planes::{fill_plane, plane_bytes, read_output, scalar_lanes};
 use crate::prepare::Prepared;
+use crate::stats;
 use cudarc::driver::{result, sys, CudaContext, CudaSlice, CudaStream, DevicePtr, DriverError};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void, CString};
@@ -469,22 +471,43 @@ impl CudaDevice {
             return Ok(k);
         }
         let i = &self.inner;
-        let ptx = weft_backend_llvm::compile_ptx(
-            m,
-            name,
-            i.sm,
-            weft_backend_llvm::Options {
-                fast_math,
-                ..Default::default()
-            },
-        )?;
+        let opts = weft_backend_llvm::Options {
+            fast_math,
+            ..Default::default()
+        };
+        let ptx = cached_ptx(m, name, i.sm, opts)?;
         let t0 = Instant::now();
         let level = match ptx.effort {
             weft_backend_llvm::Effort::Auto | weft_backend_llvm::Effort::Full => 4,
             weft_backend_llvm::Effort::Reduced | weft_backend_llvm::Effort::Minimal => 0,
         };
         let module = guard("cuModuleLoadDataEx", || {
-            i.load_module_at(&ptx.ptx, &ptx.entry, level)
+            let Some(cache) = DiskCache::global() else {
+                let module = i.load_module_at(&ptx.ptx, &ptx.entry, level)?;
+                stats::count_compile(stats::Compiler::Driver, t0.elapsed());
+                return Ok(module);
+            };
+            // The driver's cubin for this PTX, this GPU's `sm` and this driver: loading it
+            // skips `ptxas` (35–60 ms on first load of a workload's kernels).
+            let driver = cuda_driver_version()?;
+            let key = Key::new(
+                "cubin",
+                &[
+                    ptx.ptx.as_bytes(),
+                    format!("sm_{} driver {driver:?} level {level}", i.sm).as_bytes(),
+                ],
+            );
+            if let Some(cubin) = cache.get(&key) {
+                if let Ok(module) = i.load_cubin(&cubin, &ptx.entry) {
+                    stats::count_load(stats::Compiler::Driver, t0.elapsed());
+                    return Ok(module);
+                }
+            }
+            let cubin = i.ptx_to_cubin(&ptx.ptx, level)?;
+            cache.put(&key, &cubin);
+            let module = i.load_cubin(&cubin, &ptx.entry)?;
+            stats::count_compile(stats::Compiler::Driver, t0.elapsed());
+            Ok(module)
         })?;
         let load_time = t0.elapsed();
         let f = module.func;
@@ -553,6 +576,13 @@ impl CudaDevice {
     ) -> Result<Arc<CudaProgram>, RuntimeError> {
         let fast = usize::from(self.config().fast_math);
         self.inner.shared[fast].get_or(m, name, || self.prepare(m, name))
+    }
+
+    /// Whether [`CudaDevice::prepare_shared`] has program `name` of `m` already (with the
+    /// current fast-math setting).
+    pub fn is_prepared_shared(&self, m: &Arc<Module>, name: &str) -> bool {
+        let fast = usize::from(self.config().fast_math);
+        self.inner.shared[fast].contains(m, name)
     }
 
     /// Runs kernel `name` of `m` (DESIGN §2, kernel mode) over `grid` on the GPU, like
@@ -943,4 +973,56 @@ impl CudaDevice {
             outs,
         })
     }
+}
+
+/// PTX of program `name` of `m` for `sm`, from the on-disk cache ([`DiskCache::global`])
+/// when it holds it, else compiled by LLVM (and stored). The key is the module's canonical
+/// text, the program, `sm`, the options and LLVM's version.
+fn cached_ptx(
+    m: &Module,
+    name: &str,
+    sm: u32,
+    opts: weft_backend_llvm::Options,
+) -> Result<weft_backend_llvm::PtxKernel, RuntimeError> {
+    use weft_backend_llvm::Effort;
+    let t0 = Instant::now();
+    let (Some(cache), Some(p)) = (DiskCache::global(), m.get(name)) else {
+        let k = weft_backend_llvm::compile_ptx(m, name, sm, opts)?;
+        stats::count_compile(stats::Compiler::LlvmPtx, t0.elapsed());
+        return Ok(k);
+    };
+    let key = Key::new(
+        "ptx",
+        &[
+            weft_ir::print_module(m).as_bytes(),
+            name.as_bytes(),
+            format!(
+                "sm_{sm} {opts:?} llvm {}",
+                weft_backend_llvm::llvm_version()
+            )
+            .as_bytes(),
+        ],
+    );
+    // The payload: the effort's tag, then the PTX text.
+    const EFFORTS: [Effort; 4] = [Effort::Auto, Effort::Full, Effort::Reduced, Effort::Minimal];
+    if let Some(b) = cache.get(&key) {
+        let effort = b.first().and_then(|&t| EFFORTS.get(t as usize));
+        if let (Some(&effort), Ok(ptx)) = (effort, std::str::from_utf8(&b[1..])) {
+            stats::count_load(stats::Compiler::LlvmPtx, t0.elapsed());
+            return Ok(weft_backend_llvm::PtxKernel {
+                ptx: ptx.to_string(),
+                entry: weft_backend_llvm::PTX_ENTRY.to_string(),
+                layout: weft_ir::abi::Layout::new(p),
+                compile_time: t0.elapsed(),
+                effort,
+            });
+        }
+    }
+    let k = weft_backend_llvm::compile_ptx(m, name, sm, opts)?;
+    let tag = EFFORTS.iter().position(|&e| e == k.effort).unwrap_or(0) as u8;
+    let mut payload = vec![tag];
+    payload.extend_from_slice(k.ptx.as_bytes());
+    cache.put(&key, &payload);
+    stats::count_compile(stats::Compiler::LlvmPtx, t0.elapsed());
+    Ok(k)
 }

@@ -249,7 +249,7 @@ fn d_interface_adaptation_is_free() {
         anonymous(&hand.programs[0])
     );
     let clif = |m: &Module| {
-        weft_backend_cranelift::compile(m, "lerp_tab")
+        weft_backend_cranelift::compile_with_clif(m, "lerp_tab")
             .unwrap()
             .clif
             .clone()

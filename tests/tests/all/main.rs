@@ -7,6 +7,7 @@ mod arrays;
 mod bad_input;
 mod builder;
 mod cli;
+mod compile_cache;
 mod cpu;
 mod cuda;
 mod differential;
