@@ -477,15 +477,21 @@ pub fn load_host_object(obj: &[u8], sym: &str, layout: Layout) -> Result<HostKer
 /// # Errors
 /// An unknown CPU in [`CPU_ENV`].
 pub fn host_target_id() -> Result<String, CompileError> {
-    init();
-    let (cpu, features) = target::resolve(None)?;
-    Ok(format!(
-        "{} {cpu} {features} llvm {}",
-        TargetMachine::get_default_triple()
-            .as_str()
-            .to_string_lossy(),
-        llvm_version()
-    ))
+    // Read once per process, as the host CPU (and `WEFT_LLVM_CPU`) does not change.
+    static ID: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        init();
+        let (cpu, features) = target::resolve(None).map_err(|e| e.to_string())?;
+        Ok(format!(
+            "{} {cpu} {features} llvm {}",
+            TargetMachine::get_default_triple()
+                .as_str()
+                .to_string_lossy(),
+            llvm_version()
+        ))
+    })
+    .clone()
+    .map_err(CompileError::Llvm)
 }
 
 /// LLVM's version (`19.1.7`), as linked.

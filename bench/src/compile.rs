@@ -8,7 +8,7 @@
 //!   and LLVM, and the part of each first run that is compilation (first run − a later run);
 //! - MDH and Black-Scholes on `auto` against the plain devices: the first launch (compile
 //!   included, cold cache) against Cranelift's, and the steady state once the LLVM code is
-//!   in against LLVM's.
+//!   in against LLVM's (medians of five processes each).
 
 use crate::{fail, median, option_value};
 use std::path::{Path, PathBuf};
@@ -77,19 +77,28 @@ fn run_child(args: &[String]) {
         Some("load") => {
             let gpu = args.get(1).is_some_and(|a| a == "gpu");
             let reps = 21;
+            // One device; its in-memory caches are emptied before each prepare (the code is
+            // unloaded), so each later prepare reads, checks and loads the cache entries.
+            let cuda = gpu.then(|| ok(weft_runtime::CudaDevice::new(0)));
+            let cpu = CpuDevice::with_compiler(HostCompiler::Llvm(Default::default()));
             for (name, p) in programs() {
                 let m = p.module();
                 let mut times = Vec::new();
                 for _ in 0..=reps {
                     let t = Instant::now();
-                    if gpu {
-                        let d = ok(weft_runtime::CudaDevice::new(0));
-                        ok(d.prepare(m, p.name()));
-                    } else {
-                        let d = CpuDevice::with_compiler(HostCompiler::Llvm(Default::default()));
-                        ok(d.prepare(m, p.name()));
+                    match &cuda {
+                        Some(d) => {
+                            ok(d.prepare(m, p.name()));
+                        }
+                        None => {
+                            ok(cpu.prepare(m, p.name()));
+                        }
                     }
                     times.push(t.elapsed().as_secs_f64());
+                    match &cuda {
+                        Some(d) => d.clear_cache(),
+                        None => cpu.clear_cache(),
+                    }
                 }
                 let first = times.remove(0);
                 println!("RESULT {name} {first} {}", median(times));
@@ -231,21 +240,31 @@ pub fn main(args: &[String]) {
         "\n| workload | first run: auto (cold cache) | cranelift | ratio | steady state: auto (LLVM code in) | llvm | ratio |\n|---|---|---|---|---|---|---|\n",
     );
     for work in ["mdh", "blackscholes"] {
-        let dir = fresh_dir(work);
-        let a = child(&["tier", work, "auto"], Some(&dir));
-        let c = child(&["tier", work, "cpu"], None);
-        let l = child(&["tier", work, "llvm"], None);
+        // Medians of 5 processes per device, alternating devices (the first run is one
+        // sample per process).
+        let (mut a, mut c, mut l) = (Vec::new(), Vec::new(), Vec::new());
         let f = |r: &[String], i: usize| num(r[0].split_whitespace().nth(i).unwrap_or("0"));
+        for _ in 0..5 {
+            let dir = fresh_dir(work);
+            let r = child(&["tier", work, "auto"], Some(&dir));
+            a.push((f(&r, 1), f(&r, 2)));
+            let _ = std::fs::remove_dir_all(&dir);
+            let r = child(&["tier", work, "cpu"], None);
+            c.push((f(&r, 1), f(&r, 2)));
+            let r = child(&["tier", work, "llvm"], None);
+            l.push((f(&r, 1), f(&r, 2)));
+        }
+        let first = |v: &[(f64, f64)]| median(v.iter().map(|x| x.0).collect());
+        let steady = |v: &[(f64, f64)]| median(v.iter().map(|x| x.1).collect());
         md.push_str(&format!(
             "| {work} | {} | {} | {:.2}× | {} | {} | {:.2}× |\n",
-            ms(f(&a, 1)),
-            ms(f(&c, 1)),
-            f(&a, 1) / f(&c, 1),
-            ms(f(&a, 2)),
-            ms(f(&l, 2)),
-            f(&a, 2) / f(&l, 2)
+            ms(first(&a)),
+            ms(first(&c)),
+            first(&a) / first(&c),
+            ms(steady(&a)),
+            ms(steady(&l)),
+            steady(&a) / steady(&l)
         ));
-        let _ = std::fs::remove_dir_all(&dir);
     }
     print!("{md}");
     if let Some(out) = option_value(args, "--out") {
