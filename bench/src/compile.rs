@@ -84,7 +84,8 @@ fn run_child(args: &[String]) {
             for (name, p) in programs() {
                 let m = p.module();
                 let mut times = Vec::new();
-                for _ in 0..=reps {
+                for rep in 0..=reps {
+                    let before = weft::stats::snapshot();
                     let t = Instant::now();
                     match &cuda {
                         Some(d) => {
@@ -95,6 +96,13 @@ fn run_child(args: &[String]) {
                         }
                     }
                     times.push(t.elapsed().as_secs_f64());
+                    if std::env::var_os("WEFT_BENCH_VERBOSE").is_some() && rep < 3 {
+                        eprintln!(
+                            "{name} rep {rep}: {:.3} ms\n{}",
+                            times[times.len() - 1] * 1e3,
+                            weft::stats::snapshot().since(&before)
+                        );
+                    }
                     match &cuda {
                         Some(d) => d.clear_cache(),
                         None => cpu.clear_cache(),
