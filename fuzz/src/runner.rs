@@ -300,6 +300,8 @@ fn still_differs(c: &Case, target: Target, dev: &Devices) -> Option<String> {
 /// When `cuda` is a target and no CUDA device can be opened, or the output folder cannot be
 /// created.
 pub fn run(cfg: &FuzzConfig, progress: &(dyn Fn(&Summary) + Sync)) -> Result<Summary, String> {
+    // Generated programs are compiled once: keeping them on disk would only fill the cache.
+    weft_runtime::disk::DiskCache::disable_global();
     let gpus = crate::oracle::open_gpus(&cfg.targets)?;
     let (fast, exact): (Vec<Target>, Vec<Target>) =
         cfg.targets.iter().partition(|t| t.is_fast_math());

@@ -25,6 +25,9 @@ const HEADER: usize = 8 + 32 + 8;
 /// The payload's BLAKE3 hash.
 const TRAILER: usize = 32;
 
+/// The process's cache ([`DiskCache::global`]).
+static GLOBAL: OnceLock<Option<DiskCache>> = OnceLock::new();
+
 /// The size limit when `WEFT_CACHE_LIMIT` does not set one: 1 GiB.
 pub const DEFAULT_LIMIT: u64 = 1 << 30;
 
@@ -109,8 +112,13 @@ impl DiskCache {
 
     /// The process's cache ([`DiskCache::from_env`], read once), which the devices use.
     pub fn global() -> Option<&'static DiskCache> {
-        static GLOBAL: OnceLock<Option<DiskCache>> = OnceLock::new();
         GLOBAL.get_or_init(DiskCache::from_env).as_ref()
+    }
+
+    /// Turns the process's cache off if no device has used it yet (the fuzzer's thousands
+    /// of one-off programs would only fill it); returns whether it is off.
+    pub fn disable_global() -> bool {
+        GLOBAL.set(None).is_ok() || GLOBAL.get().is_some_and(Option::is_none)
     }
 
     /// Its directory.
