@@ -166,12 +166,22 @@ fn isa_with(single_pass: bool) -> Result<Isa, CompileError> {
 
 /// Compiles program `name` of the verified module `m` to host code.
 pub fn compile(m: &Module, name: &str) -> Result<Kernel, CompileError> {
-    compile_impl(m, name, None, false)
+    compile_impl(m, name, None, false, false)
 }
 
 /// [`compile`], keeping the function's CLIF text in [`Kernel::clif`].
 pub fn compile_with_clif(m: &Module, name: &str) -> Result<Kernel, CompileError> {
-    compile_impl(m, name, None, true)
+    compile_impl(m, name, None, true, false)
+}
+
+/// Compiles the interior variant `name` of a stencil program
+/// (`weft_ir::passes::partition::interior_variant`) for ranges of whole blocks each inside
+/// one row of the launch — what `partition::split` gives for an alignment of
+/// [`abi::BLOCK`]: its offset reads are only the row loop's vector loads, without the
+/// gathers a block across rows needs (the coin finder's ring kernels shrink from about
+/// 40,000 CLIF instructions to a fraction). The caller must run it over such ranges only.
+pub fn compile_interior(m: &Module, name: &str) -> Result<Kernel, CompileError> {
+    compile_impl(m, name, None, false, true)
 }
 
 /// Compiles kernel `name` of the verified module `m` for work-groups of `block` work-items
@@ -183,7 +193,7 @@ pub fn compile_with_clif(m: &Module, name: &str) -> Result<Kernel, CompileError>
 /// As [`compile`]; also a map program, or a group needing more than 1 MiB of stack for its
 /// shared arrays and per-work-item values.
 pub fn compile_kernel(m: &Module, name: &str, block: [u32; 3]) -> Result<Kernel, CompileError> {
-    compile_impl(m, name, Some(block), false)
+    compile_impl(m, name, Some(block), false, false)
 }
 
 fn compile_impl(
@@ -191,6 +201,7 @@ fn compile_impl(
     name: &str,
     block: Option<[u32; 3]>,
     with_clif: bool,
+    whole_rows: bool,
 ) -> Result<Kernel, CompileError> {
     // Math functions become basic ops first (the interpreter runs the same expansion), so
     // compiled code computes the interpreter's bits, in SIMD.
@@ -272,7 +283,9 @@ fn compile_impl(
             Some(block) if is_kernel => {
                 lower::Lowerer::lower_group_kernel(m, p, &mut b, &libs, &layout, block)?
             }
-            None if !is_kernel => lower::Lowerer::lower_kernel(m, p, &mut b, &libs, &layout)?,
+            None if !is_kernel => {
+                lower::Lowerer::lower_kernel(m, p, &mut b, &libs, &layout, whole_rows)?
+            }
             _ => {
                 return Err(CompileError::Lower(LowerError {
                     program: p.name.clone(),

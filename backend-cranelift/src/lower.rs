@@ -858,6 +858,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         b: &'a mut FunctionBuilder<'b>,
         libs: &'a Libs,
         layout: &Layout,
+        whole_rows: bool,
     ) -> Result<(), LowerError> {
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
@@ -991,10 +992,12 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         // launch run a loop along the row (offset reads are plain vector loads at the row's
         // address, no test per block); the other blocks run the general body.
         // Per version: whether it is the row loop.
-        let versions: &[bool] = if uses_read_offset(p) {
-            &[true, false]
-        } else {
-            &[false]
+        // `whole_rows` (a stencil's interior variant run over ranges of whole blocks inside
+        // one row each, `compile_interior`): the row loop alone.
+        let versions: &[bool] = match (uses_read_offset(p), whole_rows) {
+            (true, true) => &[true],
+            (true, false) => &[true, false],
+            (false, _) => &[false],
         };
         let joined = l.b.create_block();
         let blocks: Vec<ir::Block> = versions.iter().map(|_| l.b.create_block()).collect();
@@ -1010,6 +1013,12 @@ impl<'a, 'b> Lowerer<'a, 'b> {
             let ok = l.b.ins().icmp(IntCC::SignedLessThanOrEqual, last, row_end);
             l.b.ins().brif(ok, row_blk, &[], other_blk, &[]);
         } else {
+            if versions == [true] && rank > 1 {
+                // The row loop's end.
+                let left = l.b.ins().isub(dims[rank - 1], carried[rank - 1]);
+                let in_row = l.b.ins().iadd(base, left);
+                row_end = l.b.ins().smin(in_row, end);
+            }
             l.b.ins().jump(blocks[0], &[]);
         }
         for (&row, &blk) in versions.iter().zip(&blocks) {

@@ -302,7 +302,11 @@ impl CpuProgram {
             HostCode::Cranelift(_) => weft_ir::abi::BLOCK,
         };
         let segs = partition::split(shape, &bx, align);
-        let split = segs.iter().any(|s| s.1).then(|| {
+        let usable = match **code {
+            HostCode::Llvm(_) => true,
+            HostCode::Cranelift(_) => whole_blocks_in_rows(&segs, shape),
+        };
+        let split = (usable && segs.iter().any(|s| s.1)).then(|| {
             let segs = Segments {
                 segs,
                 schedule: OnceLock::new(),
@@ -574,10 +578,24 @@ impl CpuDevice {
         m: &Module,
         name: &str,
     ) -> Result<Option<(Arc<HostCode>, Footprint)>, RuntimeError> {
-        match interior_module(m, name) {
-            None => Ok(None),
-            Some((im, fp)) => Ok(Some((self.kernel(&im, name)?, fp))),
-        }
+        let Some((im, fp)) = interior_module(m, name) else {
+            return Ok(None);
+        };
+        let code = match self.compiler {
+            // Cranelift's interior kernels run ranges of whole blocks inside one row each
+            // (`split` with an alignment of `BLOCK`; `whole_blocks_in_rows` checks it):
+            // compiled without the gathers of blocks across rows.
+            HostCompiler::Cranelift | HostCompiler::Auto(_) => {
+                self.cache_entry(&im, format!("{name}#interior"), || {
+                    let t0 = Instant::now();
+                    let k = weft_backend_cranelift::compile_interior(&im, name)?;
+                    stats::count_compile(stats::Compiler::Cranelift, t0.elapsed());
+                    Ok(HostCode::Cranelift(k))
+                })?
+            }
+            HostCompiler::Llvm(_) => self.kernel(&im, name)?,
+        };
+        Ok(Some((code, fp)))
     }
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, Lru<(u64, String), Arc<HostCode>>> {
@@ -1050,6 +1068,36 @@ fn too_big_to_allocate(program: &str, launch: &[usize]) -> RunError {
 /// on-disk cache ([`DiskCache::global`]) when it holds the object, else compiled (and the
 /// object stored). The key is the module's canonical text, the program, the target CPU and
 /// features, LLVM's version, the options and the work-group size.
+/// Whether every interior range of `segs` (a launch of `shape`) is made of whole blocks
+/// inside one row each: starts and ends at multiples of [`weft_ir::abi::BLOCK`] and crosses
+/// no row boundary that is not one — what Cranelift's interior kernels need
+/// (`weft_backend_cranelift::compile_interior`). `partition::split` with that alignment
+/// makes such ranges (it merges two rows' ranges only where the rows meet at a multiple of
+/// the alignment); this is the check that it did.
+fn whole_blocks_in_rows(segs: &[(std::ops::Range<usize>, bool)], shape: &[usize]) -> bool {
+    let b = weft_ir::abi::BLOCK;
+    let w = if shape.len() > 1 {
+        shape[shape.len() - 1]
+    } else {
+        usize::MAX
+    };
+    segs.iter().filter(|s| s.1).all(|(r, _)| {
+        let aligned = r.start % b == 0 && r.end % b == 0;
+        if !aligned || w == 0 || w % b == 0 || w == usize::MAX {
+            return aligned;
+        }
+        // Every row boundary strictly inside the range is a multiple of the block.
+        let mut at = (r.start / w + 1) * w;
+        while at < r.end {
+            if at % b != 0 {
+                return false;
+            }
+            at += w;
+        }
+        true
+    })
+}
+
 /// The interior variant of program `name` of `m` (after inlining, so reads in callees
 /// count) in a module of its own, and its footprint, if the program has stencil reads.
 fn interior_module(m: &Module, name: &str) -> Option<(Module, Footprint)> {
