@@ -94,7 +94,7 @@ pub fn main(args: &[String]) {
     let grid: Array<2, f32> = ok(Array::from_vec([N, N], u0.clone()));
     let mut rows: Vec<(String, f64, String)> = Vec::new();
     for (name, dev) in [
-        ("weft cranelift", Device::cpu()),
+        ("weft cranelift", Device::cpu_cranelift()),
         ("weft llvm", Device::cpu_llvm()),
     ] {
         eprintln!("heat: {name} ...");

@@ -131,7 +131,7 @@ fn iterate_rows() -> (f64, f64) {
             0.0
         }
     }));
-    let dev = Device::cpu();
+    let dev = Device::cpu_cranelift();
     let steps = 200;
     let lib = time(5, || {
         let mut u = u0.clone();
@@ -250,7 +250,7 @@ pub fn main(args: &[String]) {
         let dev = match option_value(args, "--sum-device").map(String::as_str) {
             Some("llvm") => Device::cpu_llvm(),
             Some("cuda") => ok(Device::cuda(0)),
-            _ => Device::cpu(),
+            _ => Device::cpu_cranelift(),
         };
         // `--user-combiner`: `reduce` with a user combiner (`a + b`) instead of `sum`.
         if args.iter().any(|a| a == "--user-combiner") {
@@ -271,7 +271,7 @@ pub fn main(args: &[String]) {
     }
     let gpu = args.iter().any(|a| a == "--gpu");
     let out = option_value(args, "--out");
-    let mut devs = vec![Device::cpu(), Device::cpu_llvm()];
+    let mut devs = vec![Device::cpu_cranelift(), Device::cpu_llvm()];
     if gpu {
         devs.push(ok(Device::cuda(0)));
     }

@@ -44,7 +44,7 @@ pub fn cpu_rows(rows: &mut Vec<Row>) {
         std::fs::create_dir_all(dir).unwrap_or_else(|e| fail(format!("{}: {e}", dir.display())));
     }
     gcc("triad.c", &triad, &[]);
-    let devs = [Device::cpu(), Device::cpu_llvm()];
+    let devs = [Device::cpu_cranelift(), Device::cpu_llvm()];
     let mut w: Vec<Vec<f64>> = vec![Vec::new(); devs.len()];
     let mut c = Vec::new();
     for _ in 0..5 {

@@ -656,7 +656,7 @@ pub fn main(args: &[String]) {
             .map(PathBuf::from)
     };
     let mut devices = vec![
-        ("weft cranelift", Device::cpu()),
+        ("weft cranelift", Device::cpu_cranelift()),
         ("weft llvm", Device::cpu_llvm()),
     ];
     let gpu = match Device::cuda(0) {

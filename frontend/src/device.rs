@@ -21,9 +21,18 @@ thread_local! {
 }
 
 impl Device {
-    /// The CPU with Cranelift-compiled SIMD code: the default device. One shared instance
-    /// per process (so its kernel cache is shared).
+    /// The default device: the CPU with the tiered JIT ([`Device::cpu_auto`]) — a
+    /// program's first launches run Cranelift code (fast to compile), later ones LLVM code
+    /// (compiled in the background, or loaded from the on-disk kernel cache), with the same
+    /// bits. One shared instance per process (so its kernel cache is shared).
     pub fn cpu() -> Device {
+        Device::cpu_auto()
+    }
+
+    /// The CPU with Cranelift-compiled SIMD code alone (128-bit vectors; fast compiles,
+    /// slower code than LLVM's on loop- and math-heavy programs). One shared instance per
+    /// process.
+    pub fn cpu_cranelift() -> Device {
         static CPU: OnceLock<Device> = OnceLock::new();
         CPU.get_or_init(|| Device(Arc::new(Kind::Cpu(CpuDevice::new()))))
             .clone()
@@ -40,10 +49,10 @@ impl Device {
         .clone()
     }
 
-    /// The CPU with the tiered JIT (issue 24): a program's first launches run Cranelift
-    /// code while LLVM compiles it in the background, later ones the LLVM code; a program
-    /// whose LLVM code is in the on-disk kernel cache runs it at once. One shared instance
-    /// per process.
+    /// The CPU with the tiered JIT (issue 24; the default, [`Device::cpu`]): a program's
+    /// first launches run Cranelift code while LLVM compiles it in the background, later
+    /// ones the LLVM code; a program whose LLVM code is in the on-disk kernel cache runs it
+    /// at once. One shared instance per process.
     pub fn cpu_auto() -> Device {
         static CPU: OnceLock<Device> = OnceLock::new();
         CPU.get_or_init(|| {
@@ -101,7 +110,8 @@ impl Device {
         Ok(Device(Arc::new(k)))
     }
 
-    /// A device by name: `interp`, `cpu` or `cranelift`, `llvm`, `auto`, `cuda` or `cuda:N`.
+    /// A device by name: `interp`, `cpu` or `auto` (the tiered CPU, the default),
+    /// `cranelift`, `llvm`, `cuda` or `cuda:N`.
     ///
     /// # Errors
     /// An unknown name, or as [`Device::cuda`].
@@ -111,12 +121,12 @@ impl Device {
         let (backend, ordinal) = match name.split_once(':') {
             Some((b, n)) if b.parse() == Ok(Backend::Cuda) => (Some(Backend::Cuda), n.parse().ok()),
             Some(_) => (None, None),
-            None if name == "cpu" => (Some(Backend::Cranelift), Some(0)),
+            None if name == "cpu" => (Some(Backend::Auto), Some(0)),
             None => (name.parse().ok(), Some(0)),
         };
         match (backend, ordinal) {
             (Some(Backend::Interp), _) => Ok(Device::interp()),
-            (Some(Backend::Cranelift), _) => Ok(Device::cpu()),
+            (Some(Backend::Cranelift), _) => Ok(Device::cpu_cranelift()),
             (Some(Backend::Llvm), _) => Ok(Device::cpu_llvm()),
             (Some(Backend::Auto), _) => Ok(Device::cpu_auto()),
             (Some(Backend::Cuda), Some(n)) => Device::cuda(n),

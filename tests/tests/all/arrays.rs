@@ -6,7 +6,11 @@ use weft::{arg_max, arg_min, maximum, minimum, product, sum, Array, Device};
 /// The devices every test runs on: the interpreter, both CPU backends, and CUDA GPU 0 when
 /// a driver and GPU are present.
 fn devices() -> Vec<Device> {
-    let mut d = vec![Device::interp(), Device::cpu(), Device::cpu_llvm()];
+    let mut d = vec![
+        Device::interp(),
+        Device::cpu_cranelift(),
+        Device::cpu_llvm(),
+    ];
     if let Ok(g) = Device::cuda(0) {
         d.push(g);
     }
@@ -301,7 +305,7 @@ fn user_reductions_keep_the_order_of_the_elements() {
             let got = d.scope(|| weft::reduce(&compose, &a)).unwrap();
             assert_eq!(got, want, "n = {n} on {d}");
         }
-        let cpu = Device::cpu();
+        let cpu = Device::cpu_cranelift();
         let got = weft::collective::with_gpu_plan(|| cpu.scope(|| weft::reduce(&compose, &a)));
         assert_eq!(got.unwrap(), want, "n = {n}, GPU plan on {cpu}");
     }
@@ -355,7 +359,7 @@ fn every_reduction_of_every_type_equals_the_interpreter() {
             }
             // The GPU's decomposition (levels down to one element, no fused launch) on the
             // CPU gives the same bits.
-            let cpu = Device::cpu();
+            let cpu = Device::cpu_cranelift();
             let levels = weft::collective::with_gpu_plan(|| all(&cpu));
             assert_eq!(levels, want, "{what}, n = {n}, GPU plan on {cpu}");
         }
@@ -518,7 +522,11 @@ fn scalar_user_reductions_keep_the_order_on_every_plan() {
         for d in devices() {
             runs.push((d.to_string(), d.clone(), false));
         }
-        runs.push(("cpu with the GPU plan".into(), Device::cpu(), true));
+        runs.push((
+            "cpu with the GPU plan".into(),
+            Device::cpu_cranelift(),
+            true,
+        ));
         for (what, d, gpu_plan) in runs {
             let run = || {
                 d.scope(|| {

@@ -237,7 +237,7 @@ fn tiered_child() {
     }
     let auto = Device::open(Backend::Auto, &DeviceOptions::default()).expect("auto");
     let cpu = auto.as_cpu().expect("a CPU device");
-    let devs = [Device::cpu(), Device::cpu_llvm(), auto.clone()];
+    let devs = [Device::cpu_cranelift(), Device::cpu_llvm(), auto.clone()];
     // Each workload's results as bits: on the plain devices, then on `auto` before and after
     // the switch.
     let check = |what: &str, run: &dyn Fn(&Device) -> Vec<u64>| {

@@ -8,7 +8,7 @@ use weft_workloads::{arg_max, func_arrays, mdh, particles, reduce_combiner, refl
 /// The compiled devices to compare with the interpreter: both CPU backends, and CUDA GPU 0
 /// when a driver and GPU are present (else a message says it was skipped).
 fn compiled() -> Vec<Device> {
-    let mut d = vec![Device::cpu(), Device::cpu_llvm()];
+    let mut d = vec![Device::cpu_cranelift(), Device::cpu_llvm()];
     match Device::cuda(0) {
         Ok(g) => d.push(g),
         Err(e) => eprintln!("examples: skipping CUDA ({e})"),

@@ -202,7 +202,7 @@ fn random_barrier_safe_kernels_agree_with_the_interpreter() {
 pub(crate) fn dsl_devices() -> Vec<weft::Device> {
     let mut ds = vec![
         weft::Device::interp(),
-        weft::Device::cpu(),
+        weft::Device::cpu_cranelift(),
         weft::Device::cpu_llvm(),
     ];
     if active_backends().contains(&Backend::Cuda) {

@@ -12,7 +12,7 @@ use weft_workloads::{blackscholes, cg, coins, ep, jacobi, mdh};
 /// Both CPU backends, and CUDA GPU 0 when a driver and GPU are present (else a message
 /// says it was skipped).
 fn devices() -> Vec<Device> {
-    let mut d = vec![Device::cpu(), Device::cpu_llvm()];
+    let mut d = vec![Device::cpu_cranelift(), Device::cpu_llvm()];
     match Device::cuda(0) {
         Ok(g) => d.push(g),
         Err(e) => eprintln!("workloads: skipping CUDA ({e})"),
