@@ -132,8 +132,10 @@ static FOREGROUND: Mutex<(usize, Option<Instant>)> = Mutex::new((0, None));
 const TIER_QUIET: Duration = Duration::from_millis(20);
 
 /// The longest a background compile waits for quiet (no foreground compile, no launch
-/// running): a program launched back to back still gets its LLVM code.
-const TIER_PATIENCE: Duration = Duration::from_millis(250);
+/// running): a program launched back to back still gets its LLVM code. Long enough for a
+/// long first launch to finish alone (MDH's 64³ grid on two cores: 0.7 s; with 250 ms the
+/// compile took a core from it, 1.04 s instead of 0.69 s).
+const TIER_PATIENCE: Duration = Duration::from_millis(1000);
 
 /// CPU launches running now (any device): the background compiler waits for none, so that
 /// a first launch runs on every core (about 1.2× faster on two cores).
