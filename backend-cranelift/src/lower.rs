@@ -1001,24 +1001,18 @@ impl<'a, 'b> Lowerer<'a, 'b> {
         };
         let joined = l.b.create_block();
         let blocks: Vec<ir::Block> = versions.iter().map(|_| l.b.create_block()).collect();
-        // Where the block's row ends (the launch's end for a 1-D launch).
+        // Where the block's row ends (the launch's end for a 1-D launch), for the row loop.
         let mut row_end = end;
+        if versions[0] && rank > 1 {
+            let left = l.b.ins().isub(dims[rank - 1], carried[rank - 1]);
+            let in_row = l.b.ins().iadd(base, left);
+            row_end = l.b.ins().smin(in_row, end);
+        }
         if let [row_blk, other_blk] = blocks[..] {
-            if rank > 1 {
-                let left = l.b.ins().isub(dims[rank - 1], carried[rank - 1]);
-                let in_row = l.b.ins().iadd(base, left);
-                row_end = l.b.ins().smin(in_row, end);
-            }
             let last = l.b.ins().iadd_imm_s(base, BLOCK as i64);
             let ok = l.b.ins().icmp(IntCC::SignedLessThanOrEqual, last, row_end);
             l.b.ins().brif(ok, row_blk, &[], other_blk, &[]);
         } else {
-            if versions == [true] && rank > 1 {
-                // The row loop's end.
-                let left = l.b.ins().isub(dims[rank - 1], carried[rank - 1]);
-                let in_row = l.b.ins().iadd(base, left);
-                row_end = l.b.ins().smin(in_row, end);
-            }
             l.b.ins().jump(blocks[0], &[]);
         }
         for (&row, &blk) in versions.iter().zip(&blocks) {

@@ -50,6 +50,10 @@ pub(crate) struct Pending {
     depth: usize,
     outs: Mutex<Vec<Weak<Storage>>>,
     done: OnceLock<std::result::Result<(), String>>,
+    /// Set once a [`precompile`] walk has visited this launch: the walk from the chain's
+    /// last launch covers every launch it waits for, so their own resolutions (which run
+    /// them one by one) do not walk again.
+    walked: std::sync::atomic::AtomicBool,
 }
 
 /// The longest chain of deferred launches: a launch whose inputs are this deep runs them
@@ -64,8 +68,15 @@ pub(crate) type Job = Box<dyn FnOnce() -> Result<Vec<Resident>> + Send>;
 pub(crate) struct Compile {
     pub(crate) dev: Device,
     pub(crate) module: Arc<weft_ir::Module>,
-    pub(crate) name: Arc<str>,
-    pub(crate) inputs: Vec<Weak<Storage>>,
+    /// The program's position in `module`.
+    pub(crate) program: usize,
+    pub(crate) inputs: smallvec::SmallVec<[Weak<Storage>; 4]>,
+}
+
+impl Compile {
+    fn name(&self) -> &str {
+        &self.module.programs[self.program].name
+    }
 }
 
 /// Launches whose programs [`precompile`] looks at, at most, in one chain.
@@ -75,33 +86,43 @@ const PRECOMPILE_LIMIT: usize = 4096;
 /// compiled yet, in parallel on the rayon pool (issue 24: the coin finder's 21 ring
 /// programs are one chain of deferred applies). Errors are left for the launches to report.
 fn precompile(p: &Arc<Pending>) {
+    use std::sync::atomic::Ordering::Relaxed;
     let mut todo = vec![p.clone()];
-    let mut seen: Vec<*const Pending> = Vec::new();
-    let mut jobs: Vec<(Device, Arc<weft_ir::Module>, Arc<str>)> = Vec::new();
+    let mut jobs: Vec<&Compile> = Vec::new();
+    // The pendings walked, kept alive while `jobs` borrows from them.
+    let mut held: Vec<Arc<Pending>> = Vec::new();
     while let Some(q) = todo.pop() {
-        if seen.len() >= PRECOMPILE_LIMIT || seen.contains(&Arc::as_ptr(&q)) {
+        if held.len() >= PRECOMPILE_LIMIT || q.walked.swap(true, Relaxed) {
             continue;
         }
-        seen.push(Arc::as_ptr(&q));
         if q.done.get().is_some() {
             continue;
         }
-        let Some(c) = &q.compile else { continue };
-        let new = !jobs.iter().any(|(d, m, n)| {
-            Arc::ptr_eq(&d.0, &c.dev.0) && Arc::ptr_eq(m, &c.module) && n == &c.name
-        });
-        if new && c.dev.needs_compile(&c.module, &c.name) {
-            jobs.push((c.dev.clone(), c.module.clone(), c.name.clone()));
-        }
-        for s in c.inputs.iter().filter_map(Weak::upgrade) {
-            if let Some((q, _)) = lock(&s.state).pending.clone() {
-                todo.push(q);
+        if let Some(c) = &q.compile {
+            for s in c.inputs.iter().filter_map(Weak::upgrade) {
+                if let Some((q, _)) = lock(&s.state).pending.clone() {
+                    todo.push(q);
+                }
             }
+        }
+        held.push(q);
+    }
+    for c in held.iter().filter_map(|q| q.compile.as_ref()) {
+        let new = !jobs.iter().any(|j| {
+            Arc::ptr_eq(&j.dev.0, &c.dev.0)
+                && Arc::ptr_eq(&j.module, &c.module)
+                && j.program == c.program
+        });
+        if new && c.dev.needs_compile(&c.module, c.name()) {
+            jobs.push(c);
         }
     }
     if jobs.len() > 1 {
         use rayon::prelude::*;
-        jobs.par_iter().for_each(|(d, m, n)| d.precompile(m, n));
+        jobs.par_iter().for_each(|c| {
+            // Errors are left for the launches to report.
+            let _ = c.dev.precompile(&c.module, c.name());
+        });
     }
 }
 
@@ -112,6 +133,16 @@ pub(crate) enum Resident {
 }
 
 impl Pending {
+    /// Whether an input of this launch is itself the result of a pending launch.
+    fn waits_on_pending(&self) -> bool {
+        self.compile.as_ref().is_some_and(|c| {
+            c.inputs
+                .iter()
+                .filter_map(Weak::upgrade)
+                .any(|s| lock(&s.state).pending.is_some())
+        })
+    }
+
     /// Output storages of `elems`/`len` whose contents `job` computes when first read;
     /// `depth` as [`Pending::depth`].
     pub(crate) fn outputs(
@@ -126,6 +157,7 @@ impl Pending {
             depth,
             outs: Mutex::new(Vec::new()),
             done: OnceLock::new(),
+            walked: std::sync::atomic::AtomicBool::new(false),
         });
         let stores: Vec<Arc<Storage>> = elems
             .iter()
@@ -201,7 +233,12 @@ impl Storage {
     pub(crate) fn resolve(&self) -> Result<()> {
         let pending = lock(&self.state).pending.clone();
         if let Some((p, _)) = pending {
-            if p.done.get().is_none() {
+            // A launch that waits for no other has nothing to compile beside its own; one
+            // a walk from a later launch visited is covered.
+            if p.done.get().is_none()
+                && !p.walked.load(std::sync::atomic::Ordering::Relaxed)
+                && p.waits_on_pending()
+            {
                 precompile(&p);
             }
             p.run().map_err(Error::argument)?;

@@ -176,14 +176,15 @@ impl Device {
         }
     }
 
-    /// Compiles map program `name` of `m` for this device (errors are left for its launch
-    /// to report).
-    pub(crate) fn precompile(&self, m: &Arc<weft_ir::Module>, name: &str) {
-        let _ = match &*self.0 {
-            Kind::Interp { .. } => return,
+    /// Compiles map program `name` of `m` for this device (the interpreter has nothing to
+    /// compile).
+    pub(crate) fn precompile(&self, m: &Arc<weft_ir::Module>, name: &str) -> Result<()> {
+        match &*self.0 {
+            Kind::Interp { .. } => Ok(()),
             Kind::Cpu(c) => c.prepare_shared(m, name).map(drop),
             Kind::Cuda(g) => g.prepare_shared(m, name).map(drop),
-        };
+        }
+        .map_err(Error::Runtime)
     }
 
     /// Compiles `programs` for this device now, in parallel on the rayon pool, instead of at
@@ -194,15 +195,9 @@ impl Device {
     /// The first program that fails to compile (naming it).
     pub fn compile(&self, programs: &[&crate::dsl::Program]) -> Result<()> {
         use rayon::prelude::*;
-        programs.par_iter().try_for_each(|p| {
-            let (m, name) = (p.module_arc(), p.name());
-            match &*self.0 {
-                Kind::Interp { .. } => Ok(()),
-                Kind::Cpu(c) => c.prepare_shared(m, name).map(drop),
-                Kind::Cuda(g) => g.prepare_shared(m, name).map(drop),
-            }
-            .map_err(Error::Runtime)
-        })
+        programs
+            .par_iter()
+            .try_for_each(|p| self.precompile(p.module_arc(), p.name()))
     }
 
     /// Runs kernel `name` of `m` over `grid` on this device, updating buffers in place.

@@ -310,7 +310,7 @@ pub(crate) fn defer(
     let compile = crate::array::Compile {
         dev: dev.clone(),
         module: l.module.clone(),
-        name: l.name().into(),
+        program: l.program,
         inputs: inputs().map(Arc::downgrade).collect(),
     };
     let dev = dev.clone();

@@ -1064,12 +1064,6 @@ fn too_big_to_allocate(program: &str, launch: &[usize]) -> RunError {
     }
 }
 
-/// A Cranelift kernel as the cache keeps it: without its CLIF text (often larger than the
-/// code; `weft emit --target clif` compiles for itself).
-/// LLVM host code for program `name` of `m` (a kernel: for work-groups of `block`), from the
-/// on-disk cache ([`DiskCache::global`]) when it holds the object, else compiled (and the
-/// object stored). The key is the module's canonical text, the program, the target CPU and
-/// features, LLVM's version, the options and the work-group size.
 /// Whether every interior range of `segs` (a launch of `shape`) is made of whole blocks
 /// inside one row each: starts and ends at multiples of [`weft_ir::abi::BLOCK`] and crosses
 /// no row boundary that is not one — what Cranelift's interior kernels need
@@ -1133,6 +1127,22 @@ fn llvm_host_key(
     Ok((key, sym))
 }
 
+/// LLVM host code for the cache entry `key` (entry symbol `sym`) of program `name` of `m`,
+/// if the on-disk cache holds an object ORC accepts (one it rejects, another LLVM's under
+/// the same key say, is a miss: the caller compiles).
+fn llvm_host_load(
+    cache: &DiskCache,
+    key: &Key,
+    sym: &str,
+    p: &weft_ir::Program,
+) -> Option<weft_backend_llvm::HostKernel> {
+    let t0 = Instant::now();
+    let obj = cache.get(key)?;
+    let k = weft_backend_llvm::load_host_object(&obj, sym, weft_ir::abi::Layout::new(p)).ok()?;
+    stats::count_load(stats::Compiler::LlvmHost, t0.elapsed());
+    Some(k)
+}
+
 /// LLVM host code for map program `name` of `m` from the on-disk cache alone (`None`:
 /// not there, or no cache).
 fn llvm_host_from_disk(
@@ -1140,16 +1150,14 @@ fn llvm_host_from_disk(
     name: &str,
     o: weft_backend_llvm::Options,
 ) -> Option<weft_backend_llvm::HostKernel> {
-    let t0 = Instant::now();
-    let cache = DiskCache::global()?;
-    let p = m.get(name)?;
+    let (cache, p) = (DiskCache::global()?, m.get(name)?);
     let (key, sym) = llvm_host_key(m, name, None, o).ok()?;
-    let obj = cache.get(&key)?;
-    let k = weft_backend_llvm::load_host_object(&obj, &sym, weft_ir::abi::Layout::new(p)).ok()?;
-    stats::count_load(stats::Compiler::LlvmHost, t0.elapsed());
-    Some(k)
+    llvm_host_load(cache, &key, &sym, p)
 }
 
+/// LLVM host code for program `name` of `m` (a kernel: for work-groups of `block`), from the
+/// on-disk cache ([`DiskCache::global`]) when it holds the object, else compiled (and the
+/// object stored).
 fn llvm_host(
     m: &Module,
     name: &str,
@@ -1169,17 +1177,16 @@ fn llvm_host(
         };
     };
     let (key, sym) = llvm_host_key(m, name, block, o)?;
-    let layout = || weft_ir::abi::Layout::new(p);
-    if let Some(obj) = cache.get(&key) {
-        // An object ORC rejects (another LLVM's, say, under the same key) is recompiled.
-        if let Ok(k) = llvm::load_host_object(&obj, &sym, layout()) {
-            stats::count_load(stats::Compiler::LlvmHost, t0.elapsed());
-            return Ok(k);
-        }
+    if let Some(k) = llvm_host_load(cache, &key, &sym, p) {
+        return Ok(k);
     }
     let obj = llvm::host_object_bytes(m, name, o, block, &sym)?;
     cache.put(&key, &obj);
-    counted(llvm::load_host_object(&obj, &sym, layout())?)
+    counted(llvm::load_host_object(
+        &obj,
+        &sym,
+        weft_ir::abi::Layout::new(p),
+    )?)
 }
 
 /// One run of a launch of `program` under the watchdog: points the context's abort word at
