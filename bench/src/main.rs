@@ -24,6 +24,7 @@ mod kernels;
 mod launch;
 mod limits;
 mod reduce;
+mod sequence;
 mod workloads;
 
 fn root() -> PathBuf {
@@ -221,6 +222,10 @@ fn main() {
     }
     if args.get(1).map(String::as_str) == Some("compile") {
         compile::main(&args[2..]);
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("sequence") {
+        sequence::main(&args[2..]);
         return;
     }
     if args.get(1).map(String::as_str) == Some("launch") {

@@ -463,10 +463,11 @@ fn jobs(s: Sizes, dir: &Path) -> Vec<Job> {
         };
         let ok = std::rc::Rc::new(ok);
         let ok2 = ok.clone();
+        let (ok3, ok4) = (ok.clone(), ok.clone());
         let (a2, b2) = (a.clone(), b.clone());
         jobs.push(Job {
             name: "cg",
-            title: label,
+            title: label.clone(),
             args: vec![
                 a.rows.to_string(),
                 a.nnz().to_string(),
@@ -487,6 +488,33 @@ fn jobs(s: Sizes, dir: &Path) -> Vec<Job> {
                 )
             }),
             check: Box::new(move |d, sfx, _| ok2(&read_f64(&d.join(format!("cg_x.{sfx}.bin"))))),
+        });
+        // The same solve with one iteration recorded and replayed (issue 23): ‖r‖ read
+        // every iteration to a tolerance (the same iterations and bits as above), every
+        // 10 for a fixed count.
+        let (a3, b3) = (a.clone(), b.clone());
+        let every = if tol > 0.0 { 1 } else { 10 };
+        jobs.push(Job {
+            name: "cg",
+            title: format!("{label}, recorded sequence"),
+            args: vec![
+                a.rows.to_string(),
+                a.nnz().to_string(),
+                maxit.to_string(),
+                format!("{tol:e}"),
+            ],
+            weft: Box::new(move |dev, reps| {
+                let da = cg::DeviceCsr::new(&a3).unwrap_or_else(|e| fail(e.to_string()));
+                let b = weft::Array::from_slice([b3.len()], &b3[..])
+                    .unwrap_or_else(|e| fail(e.to_string()));
+                b.to_device(dev).unwrap_or_else(|e| fail(e.to_string()));
+                let (t, sol) = time_weft(reps, || cg::cg_recorded(dev, &da, &b, tol, maxit, every));
+                (
+                    t,
+                    ok3(&sol.x.to_vec().unwrap_or_else(|e| fail(e.to_string()))),
+                )
+            }),
+            check: Box::new(move |d, sfx, _| ok4(&read_f64(&d.join(format!("cg_x.{sfx}.bin"))))),
         });
     }
 

@@ -81,7 +81,7 @@ tuple_args!(A, B, C, D, E, F);
 /// with [`Bundle::get`].
 #[derive(Clone)]
 pub struct Bundle {
-    outs: Vec<ArrayData>,
+    pub(crate) outs: Vec<ArrayData>,
 }
 
 impl Bundle {

@@ -216,6 +216,17 @@ impl Storage {
         })
     }
 
+    /// A storage holding a shared host buffer.
+    pub(crate) fn from_host_arc(h: Arc<HostBuffer>) -> Arc<Storage> {
+        Arc::new(Storage {
+            elem: h.elem(),
+            state: Mutex::new(State {
+                host: Some(h),
+                ..State::default()
+            }),
+        })
+    }
+
     pub(crate) fn from_resident(r: Resident) -> Arc<Storage> {
         match r {
             Resident::Host(h) => Storage::from_host(h),
@@ -227,6 +238,21 @@ impl Storage {
                 }),
             }),
         }
+    }
+
+    /// A storage of its own holding `s`'s contents (computed first if pending): the same
+    /// buffers, another identity (storage is never written once shared).
+    pub(crate) fn alias(s: &Storage) -> Result<Arc<Storage>> {
+        s.resolve()?;
+        let st = lock(&s.state);
+        Ok(Arc::new(Storage {
+            elem: s.elem,
+            state: Mutex::new(State {
+                host: st.host.clone(),
+                cuda: st.cuda.clone(),
+                pending: None,
+            }),
+        }))
     }
 
     /// Runs the pending launch that computes this storage, if any.
@@ -411,10 +437,11 @@ impl ArrayData {
     /// The same elements as a contiguous view starting at `offset` of a stored array (the
     /// view itself when it already is one; otherwise a host copy).
     pub(crate) fn contiguous_view(&self) -> Result<ArrayData> {
-        if let Source::Stored(_) = &self.source {
+        if let Source::Stored(s) = &self.source {
             if self.contiguous() {
                 return Ok(self.clone());
             }
+            crate::sequence::check_host_read(s, "a strided view (copied on the host)")?;
         }
         let h = self.to_host_buffer()?;
         let mut d = ArrayData::stored(Storage::from_host(h), self.shape.clone());
@@ -636,6 +663,9 @@ impl<const D: usize, T: Elem> Array<D, T> {
     /// # Errors
     /// A deferred launch failed, or a download failed.
     pub fn to_vec(&self) -> Result<Vec<T>> {
+        if let Source::Stored(s) = &self.data.source {
+            crate::sequence::check_host_read(s, "Array::to_vec")?;
+        }
         let d = self.data.contiguous_view()?;
         let n = d.len();
         let h = match &d.source {
@@ -668,6 +698,7 @@ impl<const D: usize, T: Elem> Array<D, T> {
         let p = self.data.position(i);
         Ok(Some(match &self.data.source {
             Source::Stored(s) => {
+                crate::sequence::check_host_read(s, "Array::get")?;
                 // One element only: a GPU-resident array is not downloaded whole.
                 let c = s.element(p)?;
                 T::from_lanes(|l| T::Scalar::from_bits(c.lane_bits()[l]))
@@ -700,6 +731,9 @@ impl<const D: usize, T: Elem> Array<D, T> {
     /// A host buffer this array may write: its own when nobody else shares the storage, else
     /// a copy; views and grids become plain contiguous storage first.
     pub(crate) fn unique_host(&mut self) -> Result<HostBuffer> {
+        if let Source::Stored(s) = &self.data.source {
+            crate::sequence::check_host_read(s, "writing an array on the host (set, scatter)")?;
+        }
         if !matches!(self.data.source, Source::Stored(_)) || !self.data.contiguous() {
             let shape = self.data.shape.clone();
             let b = self.data.boundary;

@@ -922,6 +922,11 @@ fn view(d: &ArrayData, lo: usize, n: usize) -> ArrayData {
 
 /// Host values of elements `lo .. lo + n` of each state array (only those elements move).
 fn host_states(cur: &[ArrayData], lo: usize, n: usize) -> Result<Vec<Vec<Const>>> {
+    for d in cur {
+        if let crate::array::Source::Stored(s) = &d.source {
+            crate::sequence::check_host_read(s, "a reduction returning its result to the host")?;
+        }
+    }
     let stores = cur.iter().map(|d| match &d.source {
         crate::array::Source::Stored(s) => (s, d.offset + lo),
         crate::array::Source::Grid => unreachable!("made contiguous"),
@@ -1475,6 +1480,11 @@ impl<const D: usize, T: Elem> Array<D, T> {
                 idx.len(),
                 values.len()
             )));
+        }
+        for d in [&idx.data, &values.data] {
+            if let crate::array::Source::Stored(s) = &d.source {
+                crate::sequence::check_host_read(s, "Array::scatter")?;
+            }
         }
         let ih = idx.data.to_host_buffer()?;
         let vh = values.data.to_host_buffer()?;

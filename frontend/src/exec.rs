@@ -35,7 +35,7 @@ impl ArgVal {
 pub(crate) struct Prepared {
     pub(crate) module: Arc<Module>,
     /// The program's position in `module`.
-    program: usize,
+    pub(crate) program: usize,
     pub(crate) args: Vec<ArgVal>,
     pub(crate) shape: Vec<usize>,
 }
@@ -269,7 +269,7 @@ pub(crate) fn run(dev: &Device, l: &Prepared) -> Result<Vec<Resident>> {
 
 /// Runs a prepared launch now and returns its outputs as arrays of the launch shape.
 pub(crate) fn run_arrays(dev: &Device, l: &Prepared) -> Result<Vec<ArrayData>> {
-    Ok(run(dev, l)?
+    let outs: Vec<ArrayData> = run(dev, l)?
         .into_iter()
         .map(|r| {
             ArrayData::stored(
@@ -277,7 +277,9 @@ pub(crate) fn run_arrays(dev: &Device, l: &Prepared) -> Result<Vec<ArrayData>> {
                 crate::array::Dims::from_slice(&l.shape),
             )
         })
-        .collect())
+        .collect();
+    crate::sequence::note_launch(dev, l, &outs);
+    Ok(outs)
 }
 
 /// Queues a prepared launch: its outputs are arrays whose contents are computed on `dev`
@@ -313,19 +315,28 @@ pub(crate) fn defer(
         program: l.program,
         inputs: inputs().map(Arc::downgrade).collect(),
     };
-    let dev = dev.clone();
+    // A sequence being recorded notes the launch (its arguments, before the job takes them).
+    let recorded = crate::sequence::recording().then(|| Prepared {
+        module: l.module.clone(),
+        program: l.program,
+        args: l.args.clone(),
+        shape: l.shape.clone(),
+    });
+    let job_dev = dev.clone();
     // The error names the launch and the user's line that applied it: it surfaces only
     // when a result is read.
     let job: crate::array::Job = Box::new(move || {
-        run(&dev, &l).map_err(|e| {
+        run(&job_dev, &l).map_err(|e| {
             let at = at.map(|a| format!(" (applied at {a})")).unwrap_or_default();
             Error::argument(format!("deferred launch of @{}{at} failed: {e}", l.name()))
         })
     });
-    Ok(
-        crate::array::Pending::outputs(job, Some(compile), &elems, depth)
-            .into_iter()
-            .map(|s| ArrayData::stored(s, shape.clone()))
-            .collect(),
-    )
+    let outs: Vec<ArrayData> = crate::array::Pending::outputs(job, Some(compile), &elems, depth)
+        .into_iter()
+        .map(|s| ArrayData::stored(s, shape.clone()))
+        .collect();
+    if let Some(l) = recorded {
+        crate::sequence::note_launch(dev, &l, &outs);
+    }
+    Ok(outs)
 }

@@ -12,6 +12,7 @@ pub mod error;
 mod exec;
 pub mod npy;
 pub mod scalar;
+mod sequence;
 
 pub use apply::{count, reduce, Arg, Args, Bundle, Outputs};
 pub use array::{grid1, grid2, grid3, Array, Residency};
@@ -19,6 +20,7 @@ pub use collective::{arg_max, arg_min, maximum, minimum, product, sum, sum_array
 pub use device::Device;
 pub use error::{Error, Result};
 pub use scalar::{Elem, Scalar};
+pub use sequence::{Arrays, Sequence};
 pub use weft_runtime::{stats, Backend, DeviceOptions};
 
 /// Everything a program using weft needs, for one glob import: `use weft::prelude::*;`.
@@ -44,7 +46,7 @@ pub mod prelude {
     pub use crate::dsl::*;
     pub use crate::{
         arg_max, arg_min, count, grid1, grid2, grid3, maximum, minimum, product, reduce, sum,
-        sum_array, Array, Bundle, Device, Elem, Error, Result, Scalar,
+        sum_array, Array, Arrays, Bundle, Device, Elem, Error, Result, Scalar, Sequence,
     };
 }
 

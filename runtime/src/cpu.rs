@@ -9,7 +9,7 @@ use crate::disk::{DiskCache, Key};
 pub use crate::error::RuntimeError;
 use crate::plan::check_ranges;
 use crate::planes::{read_output, Plane};
-use crate::prepare::Prepared;
+use crate::prepare::{Plan, Prepared};
 use crate::stats;
 use crate::watchdog::{AbortFlag, Watch, NEVER};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -1004,24 +1004,7 @@ impl CpuDevice {
         let kernel = prog.code.clone();
         let layout = kernel.layout();
         let mut ctx = Context::new(layout);
-        for (i, (par, arg)) in p.params.iter().zip(args).enumerate() {
-            match arg {
-                BufArg::Array { buf, offset, shape } => {
-                    let b = buf.lane_bytes();
-                    ctx.planes(
-                        i,
-                        (0..buf.lanes()).map(|l| buf.plane(l)[offset * b..].as_ptr() as u64),
-                    );
-                    if par.kind == ParamKind::Array {
-                        ctx.extents(i, buf.lanes(), shape);
-                    }
-                }
-                BufArg::Uniform(c) => ctx.uniform(i, c),
-            }
-        }
-        for (j, c) in plan.extra.iter().enumerate() {
-            ctx.uniform(args.len() + j, c);
-        }
+        fill_params(&mut ctx, p, args, &plan);
         let mut outs: Vec<HostBuffer> = p
             .outputs
             .iter()
@@ -1053,6 +1036,215 @@ impl CpuDevice {
             watch,
             _args: std::marker::PhantomData,
         })
+    }
+}
+
+/// Writes the arguments' words (plane addresses, array extents, uniforms, the prologue's
+/// results) into `ctx`.
+fn fill_params(ctx: &mut Context, p: &weft_ir::Program, args: &[BufArg], plan: &Plan) {
+    for (i, (par, arg)) in p.params.iter().zip(args).enumerate() {
+        match arg {
+            BufArg::Array { buf, offset, shape } => {
+                let b = buf.lane_bytes();
+                ctx.planes(
+                    i,
+                    (0..buf.lanes()).map(|l| buf.plane(l)[offset * b..].as_ptr() as u64),
+                );
+                if par.kind == ParamKind::Array {
+                    ctx.extents(i, buf.lanes(), shape);
+                }
+            }
+            BufArg::Uniform(c) => ctx.uniform(i, c),
+        }
+    }
+    for (j, c) in plan.extra.iter().enumerate() {
+        ctx.uniform(args.len() + j, c);
+    }
+}
+
+/// An array parameter of a [`BoundLaunch`]: where its plane addresses go and what it reads.
+#[derive(Clone, Debug)]
+struct BoundArray {
+    /// Its first context word.
+    word: usize,
+    elem: weft_ir::Type,
+    /// Elements it reads from its offset.
+    len: usize,
+    /// Its extents (for the interior/border split).
+    shape: Vec<usize>,
+}
+
+/// A launch of one program bound to one argument signature (issue 23: replayed launch
+/// sequences): the plan, the argument checks and the context words of uniforms and extents
+/// are made once by [`CpuDevice::bind`]; [`CpuDevice::run_bound`] then checks only that each
+/// buffer holds the elements read, places the addresses, takes the output buffers and runs.
+/// Follows the tiered JIT's switch to the upper tier (the context layout is the program's,
+/// the same for both code generators).
+pub struct BoundLaunch {
+    prog: Arc<CpuProgram>,
+    plan: Arc<Plan>,
+    /// The context words with everything but the plane addresses of arrays and outputs.
+    words: Vec<u64>,
+    /// One entry per parameter: `Some` for arrays.
+    arrays: Vec<Option<BoundArray>>,
+    /// The outputs' element types and first context words.
+    outs: Vec<(weft_ir::Type, usize)>,
+    /// The split of the code it last ran (keyed by the code's address).
+    split: Mutex<Option<(usize, Option<Split>)>>,
+}
+
+impl BoundLaunch {
+    /// The launch shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.plan.shape
+    }
+}
+
+impl CpuDevice {
+    /// Binds a launch of `prog` (from [`CpuDevice::prepare_shared`]) to the signature of
+    /// `args` and `shape`; the buffers in `args` are only looked at for their types and
+    /// shapes.
+    ///
+    /// # Errors
+    /// As [`CpuDevice::launch_buffers_prepared`].
+    pub fn bind(
+        &self,
+        prog: &Arc<CpuProgram>,
+        args: &[BufArg<'_>],
+        shape: Option<&[usize]>,
+    ) -> Result<BoundLaunch, RuntimeError> {
+        let cur = prog.current();
+        let descs: smallvec::SmallVec<[ArgDesc; 8]> = args.iter().map(BufArg::desc).collect();
+        let plan = cur.prepared.plan(&descs, shape)?;
+        let p = cur.prepared.program();
+        check_ranges(
+            p,
+            args.iter().map(|a| match a {
+                BufArg::Array { buf, offset, shape } => {
+                    Some((*offset, shape.iter().product(), buf.len()))
+                }
+                BufArg::Uniform(_) => None,
+            }),
+        )?;
+        let layout = cur.code.layout();
+        let mut ctx = Context::new(layout);
+        fill_params(&mut ctx, p, args, &plan);
+        ctx.launch(&plan.shape);
+        let arrays = args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| match a {
+                BufArg::Array { buf, shape, .. } => {
+                    let w = layout.params[i];
+                    for l in 0..buf.lanes() {
+                        ctx.words[w + l] = 0;
+                    }
+                    Some(BoundArray {
+                        word: w,
+                        elem: buf.elem(),
+                        len: shape.iter().product(),
+                        shape: shape.to_vec(),
+                    })
+                }
+                BufArg::Uniform(_) => None,
+            })
+            .collect();
+        let outs = p
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(k, o)| (o.ty, layout.outputs[k]))
+            .collect();
+        Ok(BoundLaunch {
+            prog: prog.clone(),
+            plan,
+            words: ctx.words,
+            arrays,
+            outs,
+            split: Mutex::new(None),
+        })
+    }
+
+    /// Runs bound launch `b` over `bufs` (one per parameter: `Some((buffer, offset))` for
+    /// each array, `None` for each uniform) and returns the output buffers (`n` elements
+    /// each, padding zeroed).
+    ///
+    /// # Errors
+    /// A buffer of another element type than bound, or too short for the elements read
+    /// (named); outputs too large to allocate; as [`BufferLaunch::run`].
+    pub fn run_bound(
+        &self,
+        b: &BoundLaunch,
+        bufs: &[Option<(&HostBuffer, usize)>],
+    ) -> Result<Vec<HostBuffer>, RuntimeError> {
+        let cur = b.prog.current();
+        let p = cur.prepared.program();
+        let mut words = b.words.clone();
+        for (i, (a, buf)) in b.arrays.iter().zip(bufs).enumerate() {
+            let (Some(a), Some((buf, offset))) = (a, buf) else {
+                continue;
+            };
+            if buf.elem() != a.elem || offset.checked_add(a.len).is_none_or(|e| e > buf.len()) {
+                return Err(RunError::BadInput {
+                    program: p.name.clone(),
+                    param: p.param_name(i).to_string(),
+                    message: format!(
+                        "bound to {} elements of {}, given elements {offset}.. of a buffer of {} {}",
+                        a.len,
+                        a.elem,
+                        buf.len(),
+                        buf.elem()
+                    ),
+                }
+                .into());
+            }
+            let lb = buf.lane_bytes();
+            for l in 0..buf.lanes() {
+                words[a.word + l] = buf.plane(l)[offset * lb..].as_ptr() as u64;
+            }
+        }
+        let n = b.plan.n;
+        let mut outs: Vec<HostBuffer> = b
+            .outs
+            .iter()
+            .map(|&(ty, _)| HostBuffer::try_for_output(ty, n))
+            .collect::<Option<_>>()
+            .ok_or_else(|| too_big_to_allocate(&p.name, &b.plan.shape))?;
+        for (o, &(_, w)) in outs.iter_mut().zip(&b.outs) {
+            for l in 0..o.lanes() {
+                words[w + l] = o.plane_mut(l).as_mut_ptr() as u64;
+            }
+        }
+        let split = {
+            let key = Arc::as_ptr(&cur.code) as usize;
+            let mut last = b.split.lock().unwrap_or_else(|e| e.into_inner());
+            match &*last {
+                Some((k, s)) if *k == key => s.clone(),
+                _ => {
+                    let s = cur.split(&b.plan.shape, |i| {
+                        b.arrays
+                            .get(i)
+                            .and_then(|a| a.as_ref())
+                            .map_or_else(Vec::new, |a| a.shape.clone())
+                    });
+                    *last = Some((key, s.clone()));
+                    s
+                }
+            }
+        };
+        let mut ctx = Ctx(words);
+        let code = &cur.code;
+        watched(
+            &mut ctx,
+            code.layout().abort,
+            cur.prepared.name(),
+            self.timeout(),
+            |ctx, abort| run_split(code, split.as_ref(), ctx, n, abort),
+        )?;
+        for o in &mut outs {
+            o.zero_padding();
+        }
+        Ok(outs)
     }
 }
 

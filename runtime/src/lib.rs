@@ -22,7 +22,8 @@ pub mod watchdog;
 pub use backend::{Backend, Device, DeviceOptions, UnknownBackend};
 pub use buffer::HostBuffer;
 pub use cpu::{
-    BufArg, BufferLaunch, CpuDevice, CpuProgram, HostCode, HostCompiler, KernelBuf, RuntimeError,
+    BoundLaunch, BufArg, BufferLaunch, CpuDevice, CpuProgram, HostCode, HostCompiler, KernelBuf,
+    RuntimeError,
 };
 pub use cuda::{
     cuda_devices, cuda_driver_status, cuda_driver_version, CudaArg, CudaBuffer, CudaBufferLaunch,

@@ -9,7 +9,7 @@
 use crate::data::Csr;
 use weft::dsl::{for_, index, In, InArray, Out, Param, Program, Value1d, Value1i};
 use weft::ir::Boundary;
-use weft::{sum, Array, Device, Result};
+use weft::{sum, sum_array, Array, Device, Result, Sequence};
 
 /// A matrix on a device: the CSR arrays.
 pub struct DeviceCsr {
@@ -221,6 +221,104 @@ pub fn cg_arrays(
             x,
             iterations: it,
             residual: res,
+        })
+    })
+}
+
+/// [`cg_arrays`] with one iteration recorded as a [`Sequence`] (issue 23) and replayed until
+/// the residual is below `tol`: the step sizes α = r·r / p·q and β = r'·r' / r·r stay on the
+/// device as one-element arrays ([`sum_array`]) that the update and direction programs read,
+/// so an iteration makes no host round trip; ‖r‖ is read every `every` iterations (`every` =
+/// 1 stops at the same iteration as [`cg_arrays`], with the same bits). The host reads of
+/// the convergence test are the only ones.
+///
+/// # Errors
+/// A device failure.
+pub fn cg_recorded(
+    dev: &Device,
+    a: &DeviceCsr,
+    b: &Array<1, f64>,
+    tol: f64,
+    maxit: usize,
+    every: usize,
+) -> Result<SolveArrays> {
+    let spmv_dot = Program::record_named("spmv_dot", || {
+        let (rowptr, col, val) = csr_inputs();
+        let p = InArray::<1, Value1d>::named("p", Boundary::Clamp);
+        let i = index::<1>();
+        let q = row_times(&rowptr, &col, &val, &p, &i);
+        let pq = p.read(&i) * &q;
+        Out::named("q", q);
+        Out::named("pq", pq);
+    })?;
+    let update = Program::record_named("update_dev", || {
+        let x = In::<Value1d>::named("x");
+        let r = In::<Value1d>::named("r");
+        let p = In::<Value1d>::named("p");
+        let q = In::<Value1d>::named("q");
+        let rr = InArray::<1, Value1d>::named("rr", Boundary::Clamp);
+        let pq = InArray::<1, Value1d>::named("pq", Boundary::Clamp);
+        let alpha = rr.read(0) / pq.read(0);
+        let r2 = &r - &alpha * q;
+        Out::named("x", x + &alpha * p);
+        Out::named("rr", &r2 * &r2);
+        Out::named("r", r2);
+    })?;
+    let direction = Program::record_named("direction_dev", || {
+        let r = In::<Value1d>::named("r");
+        let p = In::<Value1d>::named("p");
+        let rr2 = InArray::<1, Value1d>::named("rr2", Boundary::Clamp);
+        let rr = InArray::<1, Value1d>::named("rr", Boundary::Clamp);
+        let beta = rr2.read(0) / rr.read(0);
+        Out::named("p", r + beta * p);
+    })?;
+    let square = Program::record_named("square", || {
+        let b = In::<Value1d>::named("b");
+        Out::named("bb", &b * &b);
+    })?;
+    let zeros = Program::record_named("zeros", || {
+        Out::named("x", Value1d::splat(0.0));
+    })?;
+    let n = a.n;
+    dev.scope(|| {
+        let bb: Array<1, f64> = square.apply(b)?;
+        let rr = sum_array(&bb)?;
+        let bnorm = rr.get(0)?.unwrap_or(0.0).sqrt();
+        let x: Array<1, f64> = zeros.apply_shape(&[n], ())?;
+        let res =
+            |rr: &Array<1, f64>| -> Result<f64> { Ok(rr.get(0)?.unwrap_or(0.0).sqrt() / bnorm) };
+        if maxit == 0 || res(&rr)? < tol {
+            return Ok(SolveArrays {
+                x,
+                iterations: 0,
+                residual: res(&rr)?,
+            });
+        }
+        type State = (Array<1, f64>, Array<1, f64>, Array<1, f64>, Array<1, f64>);
+        let step = |(x, r, p, rr): State| -> Result<State> {
+            let (q, pq): (Array<1, f64>, Array<1, f64>) =
+                spmv_dot.apply_shape(&[n], (&a.rowptr, &a.col, &a.val, &p))?;
+            let pqs = sum_array(&pq)?;
+            let (x2, rr_e, r2): (Array<1, f64>, Array<1, f64>, Array<1, f64>) =
+                update.apply((&x, &r, &p, &q, &rr, &pqs))?;
+            let rr2 = sum_array(&rr_e)?;
+            let p2: Array<1, f64> = direction.apply((&r2, &p, &rr2, &rr))?;
+            Ok((x2, r2, p2, rr2))
+        };
+        // The first iteration runs while it is recorded.
+        let (seq, first) = Sequence::record(&(x, b.clone(), b.clone(), rr), step)?;
+        let mut it = 1;
+        let mut state = first;
+        if res(&state.3)? >= tol && maxit > 1 {
+            let (s, k) = seq.until(&state, every.max(1), maxit - 1, |s| Ok(res(&s.3)? < tol))?;
+            state = s;
+            it += k;
+        }
+        let residual = res(&state.3)?;
+        Ok(SolveArrays {
+            x: state.0,
+            iterations: it,
+            residual,
         })
     })
 }

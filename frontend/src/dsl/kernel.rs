@@ -139,6 +139,7 @@ impl Kernel {
         block: &[u32],
         args: &mut [KernelArg<'_>],
     ) -> Result<()> {
+        crate::sequence::check_not_recording(|| format!("kernel @{}", self.name()))?;
         let g = KernelGrid::new(grid, block)
             .map_err(|e| Error::argument(format!("kernel @{}: {e}", self.name())))?;
         let p = self.program.ir();

@@ -20,5 +20,6 @@ mod kernels;
 mod limits;
 mod llvm_cpus;
 mod papercuts;
+mod sequence;
 mod watchdog;
 mod workloads;

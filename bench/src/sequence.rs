@@ -1,0 +1,164 @@
+//! `weft-bench sequence [--gpu] [--out FILE.md] [--cg-loop N]` (issue 23): the host cost of
+//! a replayed launch sequence — 8 chained applies on 1,024 elements replayed, per launch,
+//! next to the same applies one by one — and one CG iteration on lund_a recorded and
+//! replayed next to the one-by-one solve, on every device; medians. `--cg-loop N` solves
+//! lund_a recorded N times on the LLVM CPU device (for profilers).
+
+use crate::{fail, option_value, time_median as time};
+use weft::dsl::{In, InArray, Out, Program, Value1f};
+use weft::ir::Boundary;
+use weft::{Array, Device, Sequence};
+use weft_workloads::cg;
+
+fn ok<T>(r: weft::Result<T>) -> T {
+    r.unwrap_or_else(|e| fail(e.to_string()))
+}
+
+/// Elements of the small launches.
+const SMALL: usize = 1024;
+/// Launches per recorded sequence.
+const LAUNCHES: usize = 8;
+
+/// `y = s[0]·x + 1`: the scale is a one-element array (a device-side scalar).
+fn axpb() -> Program {
+    ok(Program::record_named("axpb_dev", || {
+        let x = In::<Value1f>::named("x");
+        let s = InArray::<1, Value1f>::named("s", Boundary::Clamp);
+        Out::named("y", s.read(0) * x + 1.0f32);
+    }))
+}
+
+/// Seconds per launch: 8 chained applies one by one, and replayed; then a read of one
+/// element (both).
+fn chain_rows(dev: &Device) -> (f64, f64) {
+    let p = axpb();
+    let x: Array<1, f32> = ok(Array::from_fn([SMALL], |i| (i % 7) as f32));
+    let s: Array<1, f32> = ok(Array::from_vec([1], vec![0.5]));
+    let chain = |x: Array<1, f32>, s: &Array<1, f32>| -> weft::Result<Array<1, f32>> {
+        let mut y = x;
+        for _ in 0..LAUNCHES {
+            y = p.apply_on(dev, (&y, s))?;
+        }
+        Ok(y)
+    };
+    let one_by_one = time(201, || {
+        let y = ok(chain(x.clone(), &s));
+        std::hint::black_box(ok(y.get(0)));
+    }) / LAUNCHES as f64;
+    let (seq, _) = ok(Sequence::record(&(x.clone(), s.clone()), |(x, s)| {
+        Ok((chain(x, &s)?, s))
+    }));
+    let state = (x.clone(), s.clone());
+    let replayed = time(201, || {
+        let (y, _) = ok(seq.replay(&state));
+        std::hint::black_box(ok(y.get(0)));
+    }) / LAUNCHES as f64;
+    (one_by_one, replayed)
+}
+
+/// Seconds per CG iteration on lund_a, one by one and recorded ((100 − 10) / 90 iterations,
+/// so setup and recording cancel); `None` without the matrix.
+fn cg_rows(dev: &Device) -> Option<(f64, f64)> {
+    let a = match cg::matrix("lund_a") {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("sequence: CG rows skipped: {e}");
+            return None;
+        }
+    };
+    let da = ok(cg::DeviceCsr::new(&a));
+    let b: Array<1, f64> = ok(Array::from_vec([a.rows], vec![1.0; a.rows]));
+    let run = |iters: usize, recorded: bool| {
+        time(7, || {
+            let s = if recorded {
+                ok(cg::cg_recorded(dev, &da, &b, 0.0, iters, iters))
+            } else {
+                ok(cg::cg_arrays(dev, &da, &b, 0.0, iters))
+            };
+            assert_eq!(s.iterations, iters);
+        })
+    };
+    let per = |recorded| (run(100, recorded) - run(10, recorded)) / 90.0;
+    Some((per(false), per(true)))
+}
+
+fn us(t: f64) -> String {
+    format!("{:.2} µs", t * 1e6)
+}
+
+/// The command (see the module docs).
+pub fn main(args: &[String]) {
+    if let Some(n) = option_value(args, "--cg-loop") {
+        let n: usize = n.parse().unwrap_or_else(|_| fail(format!("--cg-loop {n}")));
+        let dev = Device::cpu_llvm();
+        let a = ok(cg::matrix("lund_a"));
+        let da = ok(cg::DeviceCsr::new(&a));
+        let b: Array<1, f64> = ok(Array::from_vec([a.rows], vec![1.0; a.rows]));
+        for _ in 0..n {
+            std::hint::black_box(ok(cg::cg_recorded(&dev, &da, &b, 1e-10, 10_000, 1)));
+        }
+        return;
+    }
+    let mut devs = vec![Device::cpu_cranelift(), Device::cpu_llvm()];
+    if args.iter().any(|a| a == "--gpu") {
+        devs.push(ok(Device::cuda(0)));
+    }
+    let mut t = format!(
+        "| per launch or iteration | {} |\n|---|{}\n",
+        devs.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" | "),
+        "---|".repeat(devs.len())
+    );
+    let chains: Vec<(f64, f64)> = devs
+        .iter()
+        .map(|d| {
+            eprintln!("sequence: {d}: {LAUNCHES} chained applies ...");
+            chain_rows(d)
+        })
+        .collect();
+    let cgs: Vec<Option<(f64, f64)>> = devs
+        .iter()
+        .map(|d| {
+            eprintln!("sequence: {d}: CG on lund_a ...");
+            cg_rows(d)
+        })
+        .collect();
+    let mut row = |what: &str, cells: Vec<String>| {
+        t.push_str(&format!("| {what} | {} |\n", cells.join(" | ")));
+    };
+    row(
+        &format!("{LAUNCHES} chained applies on {SMALL} f32 + read one, one by one (per launch)"),
+        chains.iter().map(|c| us(c.0)).collect(),
+    );
+    row(
+        "the same, recorded and replayed (per launch)",
+        chains.iter().map(|c| us(c.1)).collect(),
+    );
+    let cell = |c: &Option<(f64, f64)>, k: usize| {
+        c.map_or("—".into(), |c| us(if k == 0 { c.0 } else { c.1 }))
+    };
+    row(
+        "one CG iteration on lund_a (5 launches), one by one",
+        cgs.iter().map(|c| cell(c, 0)).collect(),
+    );
+    row(
+        "one CG iteration on lund_a, recorded and replayed",
+        cgs.iter().map(|c| cell(c, 1)).collect(),
+    );
+    let md = format!(
+        "Host cost of recorded launch sequences, medians; {} on {}.\n\n{t}",
+        rayon_threads(),
+        crate::cpu_name()
+    );
+    print!("{md}");
+    if let Some(p) = option_value(args, "--out") {
+        std::fs::write(p, &md).unwrap_or_else(|e| fail(format!("{p}: {e}")));
+    }
+}
+
+fn rayon_threads() -> String {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!("{n} threads")
+}

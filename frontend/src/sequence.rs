@@ -1,0 +1,617 @@
+//! Recorded launch sequences (issue 23; Dr.Jit's `@dr.freeze`, NVIDIA Warp's
+//! `ScopedCapture`): the launches a closure makes — applies, reductions left on the device —
+//! are recorded once with the data flow between them, and replayed on new input arrays of
+//! the same signatures with no re-recording, argument checks, planning or deferral.
+//!
+//! Recording runs the closure once, for real, on arrays whose storage identity marks them
+//! as the sequence's inputs; every launch it makes (through [`crate::exec`]) notes where
+//! each of its array arguments comes from: an input, an output of an earlier launch of the
+//! recording, or an array from outside (a constant of the sequence, held by it). Reading a
+//! recorded result on the host while recording is an error: a value the host reads cannot
+//! be replayed (keep it on the device: [`crate::sum_array`], one-element arrays read by the
+//! next program).
+
+use crate::apply::{Bundle, Outputs};
+use crate::array::{row_major, Array, ArrayData, Dims, Source, Storage};
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::exec::{run, ArgVal, Prepared};
+use crate::scalar::Elem;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::{Arc, OnceLock};
+use weft_ir::{Boundary, Module, Type};
+use weft_runtime::{BoundLaunch, BufArg, CpuDevice, HostBuffer};
+
+/// Where an array of a recorded launch comes from.
+#[derive(Clone, Copy, Debug)]
+enum Src {
+    /// Input `i` of the sequence.
+    Input(usize),
+    /// Output `k` of recorded launch `s`.
+    Out(usize, usize),
+}
+
+/// A view of a recorded array: `shape` elements from `offset` (relative to the start of an
+/// input's view, or of a launch's output).
+#[derive(Clone)]
+struct Slot {
+    src: Src,
+    offset: usize,
+    shape: Dims,
+    boundary: Option<Boundary>,
+}
+
+/// An argument of a recorded launch.
+#[derive(Clone)]
+enum StepArg {
+    /// A value or an array that is the same on every replay.
+    Fixed(ArgVal),
+    /// An array the sequence computes or takes as input.
+    Slot(Slot),
+}
+
+/// One recorded launch: what [`crate::exec::prepare`] made of it, with its array arguments
+/// as slots.
+struct Step {
+    dev: Device,
+    module: Arc<Module>,
+    program: usize,
+    args: Vec<StepArg>,
+    shape: Vec<usize>,
+    /// On the CPU, the launch bound at the first replay.
+    bound: OnceLock<CpuBound>,
+}
+
+/// A step's launch bound on the CPU ([`weft_runtime::CpuDevice::bind`]), with the host
+/// buffers of its fixed arrays (storage is never written once shared).
+struct CpuBound {
+    launch: BoundLaunch,
+    fixed: Vec<Option<(Arc<HostBuffer>, usize)>>,
+}
+
+/// An output of the sequence.
+enum OutSrc {
+    Slot(Slot),
+    /// An array the closure returned that no recorded launch computed (held as it was).
+    Fixed(ArrayData),
+}
+
+/// The launches a thread is recording.
+#[derive(Default)]
+struct Recorder {
+    /// Storage address → what it holds. The storages are held in `held` while recording,
+    /// so an address names one storage.
+    known: HashMap<usize, Src>,
+    held: Vec<Arc<Storage>>,
+    steps: Vec<Step>,
+    /// Where each input's view starts in its storage.
+    base: Vec<usize>,
+}
+
+thread_local! {
+    static RECORDING: Cell<bool> = const { Cell::new(false) };
+    static RECORDER: RefCell<Option<Recorder>> = const { RefCell::new(None) };
+}
+
+fn addr(s: &Arc<Storage>) -> usize {
+    Arc::as_ptr(s) as usize
+}
+
+/// Whether this thread is recording a sequence (one thread-local read).
+pub(crate) fn recording() -> bool {
+    RECORDING.with(Cell::get)
+}
+
+/// Errors when `s` holds an input or a result of the sequence this thread is recording:
+/// `what` (e.g. "Array::to_vec") would read on the host a value that a replay cannot
+/// reproduce.
+pub(crate) fn check_host_read(s: &Arc<Storage>, what: &str) -> Result<()> {
+    if !recording() {
+        return Ok(());
+    }
+    let known = RECORDER.with(|r| {
+        r.borrow()
+            .as_ref()
+            .is_some_and(|r| r.known.contains_key(&addr(s)))
+    });
+    if known {
+        return Err(Error::argument(format!(
+            "{what} reads a result of the sequence being recorded on the host: a replay \
+             cannot repeat a host read. Keep the value on the device (`sum_array` instead of \
+             `sum`, a one-element array read by the next program) and read it after \
+             `replay`/`repeat`/`until`"
+        )));
+    }
+    Ok(())
+}
+
+/// Errors when this thread is recording: `what` cannot be recorded.
+pub(crate) fn check_not_recording(what: impl FnOnce() -> String) -> Result<()> {
+    if recording() {
+        return Err(Error::argument(format!(
+            "{} cannot be recorded in a sequence (only applies and reductions are)",
+            what()
+        )));
+    }
+    Ok(())
+}
+
+/// Notes a launch of `l` on `dev` whose outputs are `outs`, when this thread is recording.
+pub(crate) fn note_launch(dev: &Device, l: &Prepared, outs: &[ArrayData]) {
+    if !recording() {
+        return;
+    }
+    RECORDER.with(|r| {
+        let mut r = r.borrow_mut();
+        let Some(r) = r.as_mut() else { return };
+        let args = l
+            .args
+            .iter()
+            .map(|a| match a {
+                ArgVal::Array(d) => match &d.source {
+                    Source::Stored(s) => match r.known.get(&addr(s)) {
+                        Some(&src) => StepArg::Slot(Slot {
+                            src,
+                            offset: d.offset
+                                - match src {
+                                    Src::Input(i) => r.base[i],
+                                    Src::Out(..) => 0,
+                                },
+                            shape: d.shape.clone(),
+                            boundary: d.boundary,
+                        }),
+                        None => StepArg::Fixed(a.clone()),
+                    },
+                    Source::Grid => StepArg::Fixed(a.clone()),
+                },
+                ArgVal::Uniform(_) => StepArg::Fixed(a.clone()),
+            })
+            .collect();
+        let s = r.steps.len();
+        for (k, o) in outs.iter().enumerate() {
+            if let Source::Stored(st) = &o.source {
+                r.known.insert(addr(st), Src::Out(s, k));
+                r.held.push(st.clone());
+            }
+        }
+        r.steps.push(Step {
+            dev: dev.clone(),
+            module: l.module.clone(),
+            program: l.program,
+            args,
+            shape: l.shape.clone(),
+            bound: OnceLock::new(),
+        });
+    });
+}
+
+/// Arrays a sequence takes and gives: an [`Array`], or a tuple of 2 to 4 arrays.
+pub trait Arrays: Outputs + Clone {
+    /// The arrays in order, untyped.
+    fn to_bundle(&self) -> Bundle;
+}
+
+impl<const D: usize, T: Elem> Arrays for Array<D, T> {
+    fn to_bundle(&self) -> Bundle {
+        Bundle {
+            outs: vec![self.data.clone()],
+        }
+    }
+}
+
+macro_rules! tuple_arrays {
+    ($($t:ident $d:ident $i:tt),*) => {
+        impl<$(const $d: usize, $t: Elem),*> Arrays for ($(Array<$d, $t>,)*) {
+            fn to_bundle(&self) -> Bundle {
+                Bundle { outs: vec![$(self.$i.data.clone()),*] }
+            }
+        }
+    };
+}
+tuple_arrays!(A DA 0, B DB 1);
+tuple_arrays!(A DA 0, B DB 1, C DC 2);
+tuple_arrays!(A DA 0, B DB 1, C DC 2, E DE 3);
+
+/// The signature of one input: element type, shape, boundary mode.
+struct InputSig {
+    elem: Type,
+    shape: Dims,
+    boundary: Option<Boundary>,
+}
+
+/// A recorded launch sequence taking arrays `I` and giving arrays `O` (issue 23): made by
+/// [`Sequence::record`], run again by [`Sequence::replay`], and, when it gives what it
+/// takes, looped by [`Sequence::repeat`] and [`Sequence::until`].
+///
+/// A replay runs the recorded launches in order on their devices with the new inputs, with
+/// no re-recording, argument checks, planning or deferral: on the CPU each launch runs at
+/// once; on a GPU each is queued on the device's stream. It computes what the same applies
+/// compute one by one, bit for bit. Arrays from outside the closure (a matrix, a constant)
+/// are held by the sequence as they were when recorded; uniforms keep their recorded
+/// values.
+pub struct Sequence<I, O> {
+    /// Every launch runs on a CPU device: replays take [`Sequence::replay_cpu`].
+    all_cpu: bool,
+    inputs: Vec<InputSig>,
+    steps: Vec<Step>,
+    outputs: Vec<OutSrc>,
+    _io: PhantomData<fn(I) -> O>,
+}
+
+/// Resets the thread's recorder when recording ends (also by a panic).
+struct Stop;
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        RECORDING.with(|c| c.set(false));
+        RECORDER.with(|r| r.borrow_mut().take());
+    }
+}
+
+impl<I: Arrays, O: Arrays> Sequence<I, O> {
+    /// Records the launches `f` makes on `inputs` (run once, for real) and returns the
+    /// sequence with `f`'s results. Inside `f`, apply programs and use the reductions that
+    /// leave their result on the device ([`crate::sum_array`]); the arrays `f` is given
+    /// stand for the inputs of every later replay.
+    ///
+    /// # Errors
+    /// `f`'s own error; an input that is a grid; a recording already running on this
+    /// thread; a host read of a recorded array inside `f` (`to_vec`, `get`, `sum`, …) or a
+    /// kernel launch, named.
+    pub fn record(inputs: &I, f: impl FnOnce(I) -> Result<O>) -> Result<(Self, O)> {
+        if recording() {
+            return Err(Error::argument(
+                "a sequence is already being recorded on this thread (recordings do not nest)",
+            ));
+        }
+        let mut rec = Recorder::default();
+        let mut sigs = Vec::new();
+        let mut given = Vec::new();
+        for (i, d) in inputs.to_bundle().outs.into_iter().enumerate() {
+            let d = d.contiguous_view()?;
+            let Source::Stored(s) = &d.source else {
+                return Err(Error::argument(format!(
+                    "input {i} of the sequence is a grid: pass it to the programs inside"
+                )));
+            };
+            // A storage of its own, holding the same contents: two inputs sharing storage
+            // (`p = r.clone()`) are told apart.
+            let own = Storage::alias(s)?;
+            rec.known.insert(addr(&own), Src::Input(i));
+            rec.held.push(own.clone());
+            rec.base.push(d.offset);
+            sigs.push(InputSig {
+                elem: d.elem,
+                shape: d.shape.clone(),
+                boundary: d.boundary,
+            });
+            given.push(ArrayData {
+                source: Source::Stored(own),
+                ..d
+            });
+        }
+        let ins = I::from_bundle(Bundle { outs: given })?;
+        RECORDER.with(|r| *r.borrow_mut() = Some(rec));
+        RECORDING.with(|c| c.set(true));
+        let stop = Stop;
+        let out = f(ins);
+        let rec = RECORDER
+            .with(|r| r.borrow_mut().take())
+            .expect("set above, taken only here and by Stop");
+        drop(stop);
+        let out = out?;
+        let outputs = out
+            .to_bundle()
+            .outs
+            .into_iter()
+            .map(|d| {
+                let src = match &d.source {
+                    Source::Stored(s) => rec.known.get(&addr(s)).copied(),
+                    Source::Grid => None,
+                };
+                match src {
+                    Some(src) => OutSrc::Slot(Slot {
+                        src,
+                        offset: d.offset
+                            - match src {
+                                Src::Input(i) => rec.base[i],
+                                Src::Out(..) => 0,
+                            },
+                        shape: d.shape.clone(),
+                        boundary: d.boundary,
+                    }),
+                    None => OutSrc::Fixed(d),
+                }
+            })
+            .collect();
+        let all_cpu = rec
+            .steps
+            .iter()
+            .all(|s| matches!(&*s.dev.0, crate::device::Kind::Cpu(_)));
+        let seq = Sequence {
+            all_cpu,
+            inputs: sigs,
+            steps: rec.steps,
+            outputs,
+            _io: PhantomData,
+        };
+        Ok((seq, out))
+    }
+
+    /// The number of recorded launches.
+    pub fn launches(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// Runs the recorded launches again on `inputs` and returns the outputs.
+    ///
+    /// # Errors
+    /// An input of another element type, shape or boundary mode than recorded (named); a
+    /// launch's failure (naming its program).
+    pub fn replay(&self, inputs: &I) -> Result<O> {
+        let outs = self.replay_data(inputs.to_bundle().outs)?;
+        O::from_bundle(Bundle { outs })
+    }
+
+    fn replay_data(&self, inputs: Vec<ArrayData>) -> Result<Vec<ArrayData>> {
+        if inputs.len() != self.inputs.len() {
+            return Err(Error::argument(format!(
+                "the sequence takes {} inputs, {} were given",
+                self.inputs.len(),
+                inputs.len()
+            )));
+        }
+        let mut ins: smallvec::SmallVec<[ArrayData; 6]> = smallvec::SmallVec::new();
+        for (i, (d, sig)) in inputs.into_iter().zip(&self.inputs).enumerate() {
+            if d.elem != sig.elem || d.shape != sig.shape || d.boundary != sig.boundary {
+                return Err(Error::argument(format!(
+                    "input {i} of the sequence: recorded as {:?} elements of {}{}, given {:?} \
+                     elements of {}{}",
+                    &sig.shape[..],
+                    sig.elem,
+                    boundary_note(sig.boundary),
+                    &d.shape[..],
+                    d.elem,
+                    boundary_note(d.boundary)
+                )));
+            }
+            let d = d.contiguous_view()?;
+            if matches!(d.source, Source::Grid) {
+                return Err(Error::argument(format!(
+                    "input {i} of the sequence is a grid"
+                )));
+            }
+            ins.push(d);
+        }
+        if self.all_cpu {
+            return self.replay_cpu(&ins);
+        }
+        let mut results: Vec<smallvec::SmallVec<[Arc<Storage>; 4]>> =
+            Vec::with_capacity(self.steps.len());
+        let view = |s: &Slot, results: &[smallvec::SmallVec<[Arc<Storage>; 4]>]| {
+            let (store, base) = match s.src {
+                Src::Input(i) => match &ins[i].source {
+                    Source::Stored(st) => (st.clone(), ins[i].offset),
+                    Source::Grid => unreachable!("checked above"),
+                },
+                Src::Out(st, k) => (results[st][k].clone(), 0),
+            };
+            ArrayData {
+                elem: store.elem,
+                source: Source::Stored(store),
+                strides: row_major(&s.shape),
+                shape: s.shape.clone(),
+                offset: base + s.offset,
+                boundary: s.boundary,
+            }
+        };
+        for step in &self.steps {
+            let args = step
+                .args
+                .iter()
+                .map(|a| match a {
+                    StepArg::Fixed(v) => v.clone(),
+                    StepArg::Slot(s) => ArgVal::Array(view(s, &results)),
+                })
+                .collect();
+            let l = Prepared {
+                module: step.module.clone(),
+                program: step.program,
+                args,
+                shape: step.shape.clone(),
+            };
+            let outs = run(&step.dev, &l).map_err(|e| {
+                Error::argument(format!("replayed launch of @{} failed: {e}", l.name()))
+            })?;
+            results.push(outs.into_iter().map(Storage::from_resident).collect());
+        }
+        Ok(self
+            .outputs
+            .iter()
+            .map(|o| match o {
+                OutSrc::Slot(s) => view(s, &results),
+                OutSrc::Fixed(d) => d.clone(),
+            })
+            .collect())
+    }
+}
+
+impl<I, O> Sequence<I, O> {
+    /// A replay whose launches all run on CPU devices: each step's launch is bound once
+    /// ([`CpuDevice::bind`]) and run over host buffers, with no storage, lock or check per
+    /// intermediate array.
+    fn replay_cpu(&self, ins: &[ArrayData]) -> Result<Vec<ArrayData>> {
+        let in_bufs = ins
+            .iter()
+            .map(|d| match &d.source {
+                Source::Stored(s) => Ok((s.host()?, d.offset)),
+                Source::Grid => unreachable!("checked by replay_data"),
+            })
+            .collect::<Result<smallvec::SmallVec<[_; 6]>>>()?;
+        let mut results: Vec<smallvec::SmallVec<[Arc<HostBuffer>; 4]>> =
+            Vec::with_capacity(self.steps.len());
+        for step in &self.steps {
+            let crate::device::Kind::Cpu(cpu) = &*step.dev.0 else {
+                unreachable!("all_cpu")
+            };
+            let slot = |s: &Slot| -> (&HostBuffer, usize) {
+                match s.src {
+                    Src::Input(i) => (&*in_bufs[i].0, in_bufs[i].1 + s.offset),
+                    Src::Out(st, k) => (&*results[st][k], s.offset),
+                }
+            };
+            let bound = match step.bound.get() {
+                Some(b) => b,
+                None => {
+                    let b = bind(cpu, step, &slot)?;
+                    step.bound.get_or_init(|| b)
+                }
+            };
+            let outs = {
+                let bufs: smallvec::SmallVec<[Option<(&HostBuffer, usize)>; 8]> = step
+                    .args
+                    .iter()
+                    .zip(&bound.fixed)
+                    .map(|(a, f)| match a {
+                        StepArg::Slot(s) => Some(slot(s)),
+                        StepArg::Fixed(_) => f.as_ref().map(|(b, o)| (&**b, *o)),
+                    })
+                    .collect();
+                cpu.run_bound(&bound.launch, &bufs).map_err(|e| {
+                    Error::argument(format!(
+                        "replayed launch of @{} failed: {e}",
+                        step.module.programs[step.program].name
+                    ))
+                })?
+            };
+            results.push(outs.into_iter().map(Arc::new).collect());
+        }
+        Ok(self
+            .outputs
+            .iter()
+            .map(|o| match o {
+                OutSrc::Slot(s) => {
+                    let (store, base) = match s.src {
+                        Src::Input(i) => match &ins[i].source {
+                            Source::Stored(st) => (st.clone(), ins[i].offset),
+                            Source::Grid => unreachable!("checked by replay_data"),
+                        },
+                        Src::Out(st, k) => (Storage::from_host_arc(results[st][k].clone()), 0),
+                    };
+                    ArrayData {
+                        elem: store.elem,
+                        source: Source::Stored(store),
+                        strides: row_major(&s.shape),
+                        shape: s.shape.clone(),
+                        offset: base + s.offset,
+                        boundary: s.boundary,
+                    }
+                }
+                OutSrc::Fixed(d) => d.clone(),
+            })
+            .collect())
+    }
+}
+
+/// Binds `step`'s launch on `cpu` to the buffers its slots have now (`slot`) and its fixed
+/// arrays' host buffers.
+fn bind<'a>(
+    cpu: &CpuDevice,
+    step: &Step,
+    slot: &dyn Fn(&Slot) -> (&'a HostBuffer, usize),
+) -> Result<CpuBound> {
+    let fixed = step
+        .args
+        .iter()
+        .map(|a| match a {
+            StepArg::Fixed(ArgVal::Array(d)) => match &d.source {
+                Source::Stored(s) => Ok(Some((s.host()?, d.offset))),
+                Source::Grid => unreachable!("grids are rewritten by `prepare`"),
+            },
+            _ => Ok(None),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let bargs: Vec<BufArg> = step
+        .args
+        .iter()
+        .zip(&fixed)
+        .map(|(a, f)| match a {
+            StepArg::Slot(s) => {
+                let (buf, offset) = slot(s);
+                BufArg::Array {
+                    buf,
+                    offset,
+                    shape: &s.shape,
+                }
+            }
+            StepArg::Fixed(ArgVal::Array(d)) => {
+                let (buf, offset) = f.as_ref().expect("made above");
+                BufArg::Array {
+                    buf,
+                    offset: *offset,
+                    shape: &d.shape,
+                }
+            }
+            StepArg::Fixed(ArgVal::Uniform(c)) => BufArg::Uniform(*c),
+        })
+        .collect();
+    let name = &step.module.programs[step.program].name;
+    let prog = cpu.prepare_shared(&step.module, name)?;
+    let launch = cpu.bind(&prog, &bargs, Some(&step.shape))?;
+    Ok(CpuBound { launch, fixed })
+}
+
+fn boundary_note(b: Option<Boundary>) -> String {
+    b.map(|b| format!(" (boundary {b:?})")).unwrap_or_default()
+}
+
+impl<I: Arrays> Sequence<I, I> {
+    /// Replays the sequence `n` times, each replay taking the previous one's outputs
+    /// (`inputs` the first), and returns the last outputs (`inputs` when `n` is 0).
+    ///
+    /// # Errors
+    /// As [`Sequence::replay`].
+    pub fn repeat(&self, n: usize, inputs: &I) -> Result<I> {
+        let mut cur = inputs.to_bundle().outs;
+        for _ in 0..n {
+            cur = self.replay_data(cur)?;
+        }
+        I::from_bundle(Bundle { outs: cur })
+    }
+
+    /// Replays the sequence, each replay taking the previous one's outputs, until `done`
+    /// says so or `max` replays ran; `done` is asked after every `every` replays (a GPU
+    /// then waits for its queue only that often: `done` usually reads a one-element
+    /// result). Returns the last outputs and the number of replays run.
+    ///
+    /// # Errors
+    /// `every` of 0; as [`Sequence::replay`]; `done`'s own error.
+    pub fn until(
+        &self,
+        inputs: &I,
+        every: usize,
+        max: usize,
+        mut done: impl FnMut(&I) -> Result<bool>,
+    ) -> Result<(I, usize)> {
+        if every == 0 {
+            return Err(Error::argument("until: `every` must be at least 1"));
+        }
+        let mut cur = inputs.clone();
+        let mut n = 0;
+        while n < max {
+            let mut data = cur.to_bundle().outs;
+            let k = every.min(max - n);
+            for _ in 0..k {
+                data = self.replay_data(data)?;
+            }
+            n += k;
+            cur = I::from_bundle(Bundle { outs: data })?;
+            if done(&cur)? {
+                break;
+            }
+        }
+        Ok((cur, n))
+    }
+}
