@@ -82,6 +82,37 @@ fn cg_rows(dev: &Device) -> Option<(f64, f64)> {
     Some((per(false), per(true)))
 }
 
+/// Side and sweeps of the Jacobi rows.
+const JACOBI: (usize, usize) = (1024, 100);
+
+/// Seconds for [`JACOBI`]'s sweeps: without convergence checks (every sweep the program
+/// specialised to the grid), with a check every 10 sweeps one by one, and the same recorded.
+fn jacobi_rows(dev: &Device) -> (f64, f64, f64) {
+    use weft_workloads::jacobi;
+    let (n, sweeps) = JACOBI;
+    let u0: Array<2, f32> = ok(Array::from_vec([n, n], jacobi::initial(n)));
+    ok(u0.to_device(dev));
+    let fast = ok(ok(jacobi::sweep()).keep(&["u_next"]));
+    let unchecked = time(5, || {
+        let mut u = u0.clone();
+        for _ in 0..sweeps {
+            u = ok(fast.apply_shape_on(dev, &[n, n], &u));
+        }
+        std::hint::black_box(ok(u.get(0)));
+    });
+    let checked = time(5, || {
+        let (u, k, _) = ok(jacobi::jacobi_arrays(dev, &u0, 0.0, sweeps));
+        assert_eq!(k, sweeps);
+        std::hint::black_box(ok(u.get(0)));
+    });
+    let recorded = time(5, || {
+        let (u, k, _) = ok(jacobi::jacobi_recorded(dev, &u0, 0.0, sweeps));
+        assert_eq!(k, sweeps);
+        std::hint::black_box(ok(u.get(0)));
+    });
+    (unchecked, checked, recorded)
+}
+
 fn us(t: f64) -> String {
     format!("{:.2} µs", t * 1e6)
 }
@@ -96,6 +127,27 @@ pub fn main(args: &[String]) {
         let b: Array<1, f64> = ok(Array::from_vec([a.rows], vec![1.0; a.rows]));
         for _ in 0..n {
             std::hint::black_box(ok(cg::cg_recorded(&dev, &da, &b, 1e-10, 10_000, 1)));
+        }
+        return;
+    }
+    if let Some(n) = option_value(args, "--jacobi-loop") {
+        // For profilers: Jacobi 1024² × 100 with checks, N times, on the LLVM CPU device,
+        // recorded with `--recorded`.
+        use weft_workloads::jacobi;
+        let reps: usize = n
+            .parse()
+            .unwrap_or_else(|_| fail(format!("--jacobi-loop {n}")));
+        let dev = Device::cpu_llvm();
+        let (side, sweeps) = JACOBI;
+        let u0: Array<2, f32> = ok(Array::from_vec([side, side], jacobi::initial(side)));
+        let recorded = args.iter().any(|a| a == "--recorded");
+        for _ in 0..reps {
+            let r = if recorded {
+                jacobi::jacobi_recorded(&dev, &u0, 0.0, sweeps)
+            } else {
+                jacobi::jacobi_arrays(&dev, &u0, 0.0, sweeps)
+            };
+            std::hint::black_box(ok(r));
         }
         return;
     }
@@ -125,6 +177,13 @@ pub fn main(args: &[String]) {
             cg_rows(d)
         })
         .collect();
+    let jacobis: Vec<(f64, f64, f64)> = devs
+        .iter()
+        .map(|d| {
+            eprintln!("sequence: {d}: Jacobi ...");
+            jacobi_rows(d)
+        })
+        .collect();
     let mut row = |what: &str, cells: Vec<String>| {
         t.push_str(&format!("| {what} | {} |\n", cells.join(" | ")));
     };
@@ -146,6 +205,26 @@ pub fn main(args: &[String]) {
     row(
         "one CG iteration on lund_a, recorded and replayed",
         cgs.iter().map(|c| cell(c, 1)).collect(),
+    );
+    let (n, sweeps) = JACOBI;
+    let ms = |t: f64| format!("{:.2} ms", t * 1e3);
+    row(
+        &format!("Jacobi {n}² × {sweeps} sweeps, no convergence checks"),
+        jacobis.iter().map(|j| ms(j.0)).collect(),
+    );
+    row(
+        "the same with a check (`max` of the change) every 10 sweeps, one by one",
+        jacobis
+            .iter()
+            .map(|j| format!("{} ({:.2}×)", ms(j.1), j.1 / j.0))
+            .collect(),
+    );
+    row(
+        "the same, each check period recorded and replayed",
+        jacobis
+            .iter()
+            .map(|j| format!("{} ({:.2}×)", ms(j.2), j.2 / j.0))
+            .collect(),
     );
     let md = format!(
         "Host cost of recorded launch sequences, medians; {} on {}.\n\n{t}",

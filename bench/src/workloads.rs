@@ -352,7 +352,7 @@ fn jobs(s: Sizes, dir: &Path) -> Vec<Job> {
     let d = sub("jacobi");
     write_bin(&d.join("jacobi_u0.bin"), f32_bytes(&jacobi::initial(n)));
     let reference = std::rc::Rc::new(jacobi::reference(n, sweeps));
-    let r2 = reference.clone();
+    let (r2, r3, r4) = (reference.clone(), reference.clone(), reference.clone());
     jobs.push(Job {
         name: "jacobi",
         title: format!("Jacobi, {n}² grid, {sweeps} sweeps (f32)"),
@@ -370,6 +370,24 @@ fn jobs(s: Sizes, dir: &Path) -> Vec<Job> {
         check: Box::new(move |d, sfx, _| {
             let u = read_f32(&d.join(format!("jacobi_u.{sfx}.bin")));
             u.len() == n * n && jacobi::max_error(&u, &r2) <= 1e-4
+        }),
+    });
+    // The same sweeps with each check period recorded and replayed (issue 23).
+    jobs.push(Job {
+        name: "jacobi",
+        title: format!("Jacobi, {n}² grid, {sweeps} sweeps (f32), recorded sequence"),
+        args: vec![n.to_string(), sweeps.to_string(), "0".into()],
+        weft: Box::new(move |dev, reps| {
+            let u0 = weft::Array::from_vec([n, n], jacobi::initial(n))
+                .unwrap_or_else(|e| fail(e.to_string()));
+            u0.to_device(dev).unwrap_or_else(|e| fail(e.to_string()));
+            let (t, (u, k, _)) = time_weft(reps, || jacobi::jacobi_recorded(dev, &u0, 0.0, sweeps));
+            let u = u.to_vec().unwrap_or_else(|e| fail(e.to_string()));
+            (t, k == sweeps && jacobi::max_error(&u, &r3) <= 1e-4)
+        }),
+        check: Box::new(move |d, sfx, _| {
+            let u = read_f32(&d.join(format!("jacobi_u.{sfx}.bin")));
+            u.len() == n * n && jacobi::max_error(&u, &r4) <= 1e-4
         }),
     });
 

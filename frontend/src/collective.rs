@@ -1249,6 +1249,45 @@ pub fn maximum<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<T> {
     builtin(Opcode::Max, a)?.ok_or_else(|| Error::argument("maximum of an empty array"))
 }
 
+/// A built-in reduction `op` of `a` as a one-element array left where the current device
+/// computed it; `None` for an empty array.
+fn builtin_array<const D: usize, T: Elem>(
+    op: Opcode,
+    a: &Array<D, T>,
+) -> Result<Option<Array<1, T>>> {
+    if T::Scalar::SCALAR == ScalarType::Bool {
+        return Err(Error::argument(format!(
+            "{}: elements of type {} have no arithmetic",
+            op_name(op),
+            a.elem_type()
+        )));
+    }
+    let c = builtin_combiner(op, T::ir_type())?;
+    match reduce_levels_on_device(&Device::current(), &c, None, &a.data)? {
+        Some(mut states) => Array::from_data(states.remove(0)).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// [`minimum`] as a one-element array left where the current device computed it (see
+/// [`sum_array`]). Same bits as [`minimum`].
+///
+/// # Errors
+/// As [`minimum`].
+pub fn minimum_array<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<Array<1, T>> {
+    builtin_array(Opcode::Min, a)?.ok_or_else(|| Error::argument("minimum of an empty array"))
+}
+
+/// [`maximum`] as a one-element array left where the current device computed it (see
+/// [`sum_array`]): a convergence test recorded in a [`crate::Sequence`] reads it after the
+/// replay. Same bits as [`maximum`].
+///
+/// # Errors
+/// As [`maximum`].
+pub fn maximum_array<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<Array<1, T>> {
+    builtin_array(Opcode::Max, a)?.ok_or_else(|| Error::argument("maximum of an empty array"))
+}
+
 /// The combiner of (value, index) pairs for arg_min (`less`) or arg_max: the better value
 /// wins, NaN loses to every number, ties go to the smaller index.
 fn arg_combiner(ty: Type, less: bool) -> Result<Combiner> {

@@ -16,7 +16,9 @@ mod sequence;
 
 pub use apply::{count, reduce, Arg, Args, Bundle, Outputs};
 pub use array::{grid1, grid2, grid3, Array, Residency};
-pub use collective::{arg_max, arg_min, maximum, minimum, product, sum, sum_array};
+pub use collective::{
+    arg_max, arg_min, maximum, maximum_array, minimum, minimum_array, product, sum, sum_array,
+};
 pub use device::Device;
 pub use error::{Error, Result};
 pub use scalar::{Elem, Scalar};
@@ -45,8 +47,9 @@ pub use weft_runtime::{stats, Backend, DeviceOptions};
 pub mod prelude {
     pub use crate::dsl::*;
     pub use crate::{
-        arg_max, arg_min, count, grid1, grid2, grid3, maximum, minimum, product, reduce, sum,
-        sum_array, Array, Arrays, Bundle, Device, Elem, Error, Result, Scalar, Sequence,
+        arg_max, arg_min, count, grid1, grid2, grid3, maximum, maximum_array, minimum,
+        minimum_array, product, reduce, sum, sum_array, Array, Arrays, Bundle, Device, Elem, Error,
+        Result, Scalar, Sequence,
     };
 }
 

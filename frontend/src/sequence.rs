@@ -22,7 +22,10 @@ use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
 use weft_ir::{Boundary, Module, Type};
-use weft_runtime::{BoundLaunch, BufArg, CpuDevice, HostBuffer};
+use weft_runtime::{
+    BoundLaunch, BufArg, CpuDevice, CudaArg, CudaBoundLaunch, CudaBuffer, CudaDevice,
+    CudaGraphExec, HostBuffer,
+};
 
 /// Where an array of a recorded launch comes from.
 #[derive(Clone, Copy, Debug)]
@@ -62,6 +65,15 @@ struct Step {
     shape: Vec<usize>,
     /// On the CPU, the launch bound at the first replay.
     bound: OnceLock<CpuBound>,
+    /// On a GPU, the launch bound at the first replay (`None`: not bindable).
+    cuda_bound: OnceLock<Option<CudaBound>>,
+}
+
+/// A step's launch bound on a GPU ([`weft_runtime::CudaDevice::bind`]), with the device
+/// copies of its fixed arrays.
+struct CudaBound {
+    launch: CudaBoundLaunch,
+    fixed: Vec<Option<(CudaBuffer, usize)>>,
 }
 
 /// A step's launch bound on the CPU ([`weft_runtime::CpuDevice::bind`]), with the host
@@ -183,6 +195,7 @@ pub(crate) fn note_launch(dev: &Device, l: &Prepared, outs: &[ArrayData]) {
             args,
             shape: l.shape.clone(),
             bound: OnceLock::new(),
+            cuda_bound: OnceLock::new(),
         });
     });
 }
@@ -234,9 +247,18 @@ struct InputSig {
 pub struct Sequence<I, O> {
     /// Every launch runs on a CPU device: replays take [`Sequence::replay_cpu`].
     all_cpu: bool,
+    /// Every launch runs on one GPU: replays take [`Sequence::replay_cuda`] (a CUDA graph)
+    /// until a launch turns out not to be bindable.
+    all_cuda: std::sync::atomic::AtomicBool,
+    /// The CUDA graph of the replays.
+    graph: std::sync::Mutex<Option<CudaGraphExec>>,
     inputs: Vec<InputSig>,
     steps: Vec<Step>,
     outputs: Vec<OutSrc>,
+    /// After each launch of a replay, the launch results no later launch or output reads
+    /// (step, output), released then: a replay holds no more buffers than the launches one
+    /// by one would (the pools reuse them; an iterated stencil does not touch fresh pages).
+    release: Vec<Vec<(usize, usize)>>,
     _io: PhantomData<fn(I) -> O>,
 }
 
@@ -302,7 +324,7 @@ impl<I: Arrays, O: Arrays> Sequence<I, O> {
             .expect("set above, taken only here and by Stop");
         drop(stop);
         let out = out?;
-        let outputs = out
+        let outputs: Vec<OutSrc> = out
             .to_bundle()
             .outs
             .into_iter()
@@ -330,9 +352,16 @@ impl<I: Arrays, O: Arrays> Sequence<I, O> {
             .steps
             .iter()
             .all(|s| matches!(&*s.dev.0, crate::device::Kind::Cpu(_)));
+        let all_cuda = rec.steps.first().is_some_and(|f| {
+            matches!(&*f.dev.0, crate::device::Kind::Cuda(_))
+                && rec.steps.iter().all(|s| Arc::ptr_eq(&s.dev.0, &f.dev.0))
+        });
         let seq = Sequence {
             all_cpu,
+            all_cuda: all_cuda.into(),
+            graph: std::sync::Mutex::new(None),
             inputs: sigs,
+            release: last_uses(&rec.steps, &outputs),
             steps: rec.steps,
             outputs,
             _io: PhantomData,
@@ -387,6 +416,13 @@ impl<I: Arrays, O: Arrays> Sequence<I, O> {
         }
         if self.all_cpu {
             return self.replay_cpu(&ins);
+        }
+        if self.all_cuda.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Some(outs) = self.replay_cuda(&ins)? {
+                return Ok(outs);
+            }
+            self.all_cuda
+                .store(false, std::sync::atomic::Ordering::Relaxed);
         }
         let mut results: Vec<smallvec::SmallVec<[Arc<Storage>; 4]>> =
             Vec::with_capacity(self.steps.len());
@@ -450,16 +486,21 @@ impl<I, O> Sequence<I, O> {
                 Source::Grid => unreachable!("checked by replay_data"),
             })
             .collect::<Result<smallvec::SmallVec<[_; 6]>>>()?;
-        let mut results: Vec<smallvec::SmallVec<[Arc<HostBuffer>; 4]>> =
+        let mut results: Vec<smallvec::SmallVec<[Option<Arc<HostBuffer>>; 4]>> =
             Vec::with_capacity(self.steps.len());
-        for step in &self.steps {
+        for (si, step) in self.steps.iter().enumerate() {
             let crate::device::Kind::Cpu(cpu) = &*step.dev.0 else {
                 unreachable!("all_cpu")
             };
             let slot = |s: &Slot| -> (&HostBuffer, usize) {
                 match s.src {
                     Src::Input(i) => (&*in_bufs[i].0, in_bufs[i].1 + s.offset),
-                    Src::Out(st, k) => (&*results[st][k], s.offset),
+                    Src::Out(st, k) => (
+                        results[st][k]
+                            .as_deref()
+                            .expect("released after its last use"),
+                        s.offset,
+                    ),
                 }
             };
             let bound = match step.bound.get() {
@@ -486,7 +527,10 @@ impl<I, O> Sequence<I, O> {
                     ))
                 })?
             };
-            results.push(outs.into_iter().map(Arc::new).collect());
+            results.push(outs.into_iter().map(|b| Some(Arc::new(b))).collect());
+            for &(st, k) in &self.release[si] {
+                results[st][k] = None;
+            }
         }
         Ok(self
             .outputs
@@ -498,7 +542,12 @@ impl<I, O> Sequence<I, O> {
                             Source::Stored(st) => (st.clone(), ins[i].offset),
                             Source::Grid => unreachable!("checked by replay_data"),
                         },
-                        Src::Out(st, k) => (Storage::from_host_arc(results[st][k].clone()), 0),
+                        Src::Out(st, k) => (
+                            Storage::from_host_arc(
+                                results[st][k].clone().expect("outputs are kept"),
+                            ),
+                            0,
+                        ),
                     };
                     ArrayData {
                         elem: store.elem,
@@ -513,6 +562,161 @@ impl<I, O> Sequence<I, O> {
             })
             .collect())
     }
+}
+
+impl<I, O> Sequence<I, O> {
+    /// A replay whose launches all run on one GPU, as one CUDA graph: each step's launch is
+    /// bound at the first replay and only its buffer addresses change. `None` when a launch
+    /// cannot be bound (nothing has been queued then).
+    fn replay_cuda(&self, ins: &[ArrayData]) -> Result<Option<Vec<ArrayData>>> {
+        let crate::device::Kind::Cuda(gpu) = &*self.steps[0].dev.0 else {
+            unreachable!("all_cuda")
+        };
+        let in_bufs = ins
+            .iter()
+            .map(|d| match &d.source {
+                Source::Stored(s) => Ok((s.cuda(gpu)?, d.offset)),
+                Source::Grid => unreachable!("checked by replay_data"),
+            })
+            .collect::<Result<smallvec::SmallVec<[_; 6]>>>()?;
+        let mut results: Vec<smallvec::SmallVec<[Option<CudaBuffer>; 4]>> =
+            Vec::with_capacity(self.steps.len());
+        let mut words: Vec<Vec<u64>> = Vec::with_capacity(self.steps.len());
+        for (si, step) in self.steps.iter().enumerate() {
+            let slot = |s: &Slot| -> (&CudaBuffer, usize) {
+                match s.src {
+                    Src::Input(i) => (&in_bufs[i].0, in_bufs[i].1 + s.offset),
+                    Src::Out(st, k) => (
+                        results[st][k]
+                            .as_ref()
+                            .expect("released after its last use"),
+                        s.offset,
+                    ),
+                }
+            };
+            let bound = match step.cuda_bound.get() {
+                Some(b) => b,
+                None => {
+                    let b = bind_cuda(gpu, step, &slot)?;
+                    step.cuda_bound.get_or_init(|| b)
+                }
+            };
+            let Some(bound) = bound else {
+                return Ok(None);
+            };
+            let (w, outs) = {
+                let bufs: smallvec::SmallVec<[Option<(&CudaBuffer, usize)>; 8]> = step
+                    .args
+                    .iter()
+                    .zip(&bound.fixed)
+                    .map(|(a, f)| match a {
+                        StepArg::Slot(s) => Some(slot(s)),
+                        StepArg::Fixed(_) => f.as_ref().map(|(b, o)| (b, *o)),
+                    })
+                    .collect();
+                gpu.bound_words(&bound.launch, &bufs)?
+            };
+            words.push(w);
+            results.push(outs.into_iter().map(Some).collect());
+            // Released buffers go back to the device's pool: a later launch of the graph
+            // that reuses one runs after every earlier one (the nodes are a chain).
+            for &(st, k) in &self.release[si] {
+                results[st][k] = None;
+            }
+        }
+        let launches: Vec<(&CudaBoundLaunch, &[u64])> = self
+            .steps
+            .iter()
+            .zip(&words)
+            .map(|(s, w)| {
+                let b = s.cuda_bound.get().and_then(Option::as_ref);
+                (&b.expect("bound above").launch, &w[..])
+            })
+            .collect();
+        let mut graph = self.graph.lock().unwrap_or_else(|e| e.into_inner());
+        gpu.launch_graph(&mut graph, &launches)
+            .map_err(|e| Error::argument(format!("replayed sequence failed: {e}")))?;
+        drop(graph);
+        Ok(Some(
+            self.outputs
+                .iter()
+                .map(|o| match o {
+                    OutSrc::Slot(s) => {
+                        let (store, base) = match s.src {
+                            Src::Input(i) => match &ins[i].source {
+                                Source::Stored(st) => (st.clone(), ins[i].offset),
+                                Source::Grid => unreachable!("checked by replay_data"),
+                            },
+                            Src::Out(st, k) => (
+                                Storage::from_resident(crate::array::Resident::Cuda(
+                                    results[st][k].clone().expect("outputs are kept"),
+                                )),
+                                0,
+                            ),
+                        };
+                        ArrayData {
+                            elem: store.elem,
+                            source: Source::Stored(store),
+                            strides: row_major(&s.shape),
+                            shape: s.shape.clone(),
+                            offset: base + s.offset,
+                            boundary: s.boundary,
+                        }
+                    }
+                    OutSrc::Fixed(d) => d.clone(),
+                })
+                .collect(),
+        ))
+    }
+}
+
+/// Binds `step`'s launch on `gpu` to the buffers its slots have now (`slot`) and its fixed
+/// arrays' device copies; `None` when the runtime does not bind it.
+fn bind_cuda<'a>(
+    gpu: &CudaDevice,
+    step: &Step,
+    slot: &dyn Fn(&Slot) -> (&'a CudaBuffer, usize),
+) -> Result<Option<CudaBound>> {
+    let fixed = step
+        .args
+        .iter()
+        .map(|a| match a {
+            StepArg::Fixed(ArgVal::Array(d)) => match &d.source {
+                Source::Stored(s) => Ok(Some((s.cuda(gpu)?, d.offset))),
+                Source::Grid => unreachable!("grids are rewritten by `prepare`"),
+            },
+            _ => Ok(None),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let cargs: Vec<CudaArg> = step
+        .args
+        .iter()
+        .zip(&fixed)
+        .map(|(a, f)| match a {
+            StepArg::Slot(s) => {
+                let (buf, offset) = slot(s);
+                CudaArg::Array {
+                    buf,
+                    offset,
+                    shape: &s.shape,
+                }
+            }
+            StepArg::Fixed(ArgVal::Array(d)) => {
+                let (buf, offset) = f.as_ref().expect("made above");
+                CudaArg::Array {
+                    buf,
+                    offset: *offset,
+                    shape: &d.shape,
+                }
+            }
+            StepArg::Fixed(ArgVal::Uniform(c)) => CudaArg::Uniform(*c),
+        })
+        .collect();
+    let name = &step.module.programs[step.program].name;
+    let prog = gpu.prepare_shared(&step.module, name)?;
+    Ok(gpu
+        .bind(&prog, &cargs, Some(&step.shape))?
+        .map(|launch| CudaBound { launch, fixed }))
 }
 
 /// Binds `step`'s launch on `cpu` to the buffers its slots have now (`slot`) and its fixed
@@ -561,6 +765,44 @@ fn bind<'a>(
     let prog = cpu.prepare_shared(&step.module, name)?;
     let launch = cpu.bind(&prog, &bargs, Some(&step.shape))?;
     Ok(CpuBound { launch, fixed })
+}
+
+/// For each step, the step results (step, output) whose last reader it is (or, unread, that
+/// it makes); results that are outputs of the sequence are never released.
+fn last_uses(steps: &[Step], outputs: &[OutSrc]) -> Vec<Vec<(usize, usize)>> {
+    let mut last: HashMap<(usize, usize), usize> = HashMap::new();
+    for (si, step) in steps.iter().enumerate() {
+        for a in &step.args {
+            if let StepArg::Slot(Slot {
+                src: Src::Out(st, k),
+                ..
+            }) = a
+            {
+                last.insert((*st, *k), si);
+            }
+        }
+    }
+    for o in outputs {
+        if let OutSrc::Slot(Slot {
+            src: Src::Out(st, k),
+            ..
+        }) = o
+        {
+            last.insert((*st, *k), usize::MAX);
+        }
+    }
+    let mut release = vec![Vec::new(); steps.len()];
+    for (si, step) in steps.iter().enumerate() {
+        let outs = step.module.programs[step.program].outputs.len();
+        for k in 0..outs {
+            match last.get(&(si, k)) {
+                Some(&usize::MAX) => {}
+                Some(&at) => release[at].push((si, k)),
+                None => release[si].push((si, k)),
+            }
+        }
+    }
+    release
 }
 
 fn boundary_note(b: Option<Boundary>) -> String {

@@ -26,9 +26,9 @@ pub use cpu::{
     RuntimeError,
 };
 pub use cuda::{
-    cuda_devices, cuda_driver_status, cuda_driver_version, CudaArg, CudaBuffer, CudaBufferLaunch,
-    CudaDevice, CudaError, CudaKernel, CudaKernelArg, CudaKernelLaunch, CudaLaunch, CudaProgram,
-    DeviceInfo, GpuConfig, Transfers,
+    cuda_devices, cuda_driver_status, cuda_driver_version, CudaArg, CudaBoundLaunch, CudaBuffer,
+    CudaBufferLaunch, CudaDevice, CudaError, CudaGraphExec, CudaKernel, CudaKernelArg,
+    CudaKernelLaunch, CudaLaunch, CudaProgram, DeviceInfo, GpuConfig, Transfers,
 };
 pub use disk::DiskCache;
 pub use prepare::{Plan, Prepared};

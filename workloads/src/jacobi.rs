@@ -8,7 +8,7 @@
 
 use weft::dsl::{index, select, shape, InArray, Out, Program, Value1f};
 use weft::ir::Boundary;
-use weft::{maximum, Array, Device, Result};
+use weft::{maximum, maximum_array, Array, Device, Result, Sequence};
 
 /// Sweeps between two convergence checks.
 pub const CHECK: usize = 10;
@@ -83,6 +83,64 @@ pub fn jacobi_arrays(
         Ok(())
     })?;
     Ok((u, sweeps, delta))
+}
+
+/// [`jacobi_arrays`] with one check period — [`CHECK`] − 1 sweeps of the specialised
+/// program, one full sweep and the largest change left on the device ([`maximum_array`]) —
+/// recorded as a [`Sequence`] (issue 23) and replayed until the change is below `tol`: the
+/// same sweeps and bits, with one host read per period. Sweeps past the last whole period
+/// run one by one.
+///
+/// # Errors
+/// A device failure.
+pub fn jacobi_recorded(
+    dev: &Device,
+    u0: &Array<2, f32>,
+    tol: f32,
+    max_sweeps: usize,
+) -> Result<(Array<2, f32>, usize, f32)> {
+    let full = sweep()?;
+    let fast = full.keep(&["u_next"])?;
+    let shape = u0.shape();
+    let periods = max_sweeps / CHECK;
+    dev.scope(|| -> Result<(Array<2, f32>, usize, f32)> {
+        let mut u = u0.clone();
+        let mut sweeps = 0;
+        let mut delta = f32::INFINITY;
+        if periods > 0 {
+            let period = |u: Array<2, f32>| -> Result<(Array<2, f32>, Array<1, f32>)> {
+                let mut u = u;
+                for _ in 1..CHECK {
+                    u = fast.apply_shape(&shape, &u)?;
+                }
+                let (next, d): (Array<2, f32>, Array<2, f32>) = full.apply_shape(&shape, &u)?;
+                Ok((next, maximum_array(&d)?))
+            };
+            // The first period runs while it is recorded; its state is (grid, change).
+            let inf = Array::from_vec([1], vec![f32::INFINITY])?;
+            let (seq, first) = Sequence::record(&(u.clone(), inf), |(u, _)| period(u))?;
+            sweeps = CHECK;
+            delta = first.1.get(0)?.unwrap_or(f32::INFINITY);
+            let mut state = first;
+            if delta >= tol && periods > 1 {
+                let (s, k) = seq.until(&state, 1, periods - 1, |s| {
+                    Ok(s.1.get(0)?.unwrap_or(f32::INFINITY) < tol)
+                })?;
+                state = s;
+                sweeps += k * CHECK;
+                delta = state.1.get(0)?.unwrap_or(f32::INFINITY);
+            }
+            u = state.0;
+            if delta < tol {
+                return Ok((u, sweeps, delta));
+            }
+        }
+        while sweeps < max_sweeps {
+            sweeps += 1;
+            u = fast.apply_shape(&shape, &u)?;
+        }
+        Ok((u, sweeps, delta))
+    })
 }
 
 /// The f64 reference: `sweeps` sweeps of the same stencil.

@@ -55,12 +55,14 @@ const FALLBACK_BLOCK: u32 = 256;
 
 mod buffer;
 mod driver;
+mod graph;
 mod inner;
 mod launch;
 
 pub use buffer::{CudaArg, CudaBuffer, CudaBufferLaunch, CudaKernelArg};
 pub use driver::{cuda_devices, cuda_driver_status, cuda_driver_version, CudaError, DeviceInfo};
 use driver::{device_count, device_info, driver, drv, guard, lock};
+pub use graph::{CudaBoundLaunch, CudaGraphExec};
 pub use launch::{CudaKernelLaunch, CudaLaunch};
 
 /// Launch geometry and code generation options of a CUDA device.

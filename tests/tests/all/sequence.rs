@@ -5,7 +5,7 @@
 use weft::dsl::{In, InArray, Out, Program, Value1f};
 use weft::ir::Boundary;
 use weft::{sum, sum_array, Array, Device, Sequence};
-use weft_workloads::cg;
+use weft_workloads::{cg, jacobi};
 
 /// The interpreter, both CPU backends, the tiered default, and CUDA GPU 0 when present.
 fn devices() -> Vec<Device> {
@@ -160,6 +160,27 @@ fn recorded_cg_equals_the_one_by_one_solve() {
         let late = cg::cg_recorded(&d, &da, &bb, 1e-10, 10_000, 8).unwrap();
         assert!(late.iterations >= want.iterations && late.iterations < want.iterations + 8);
         assert!(late.residual < 1e-10, "{d}: {}", late.residual);
+    }
+}
+
+#[test]
+fn recorded_jacobi_equals_the_one_by_one_sweeps() {
+    for d in devices() {
+        let u0: Array<2, f32> = Array::from_vec([40, 40], jacobi::initial(40)).unwrap();
+        // 35 sweeps: three recorded periods and 5 sweeps one by one; then to a tolerance.
+        for (tol, max) in [(0.0f32, 35usize), (1e-3, 10_000)] {
+            let (want, ws, wd) = jacobi::jacobi_arrays(&d, &u0, tol, max).unwrap();
+            let (got, gs, gd) = jacobi::jacobi_recorded(&d, &u0, tol, max).unwrap();
+            assert_eq!((gs, gd.to_bits()), (ws, wd.to_bits()), "{d} tol {tol}");
+            let bits = |u: &Array<2, f32>| {
+                u.to_vec()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(bits(&got), bits(&want), "{d} tol {tol}");
+        }
     }
 }
 
