@@ -28,9 +28,10 @@ fn axpb() -> Program {
     }))
 }
 
-/// Seconds per launch: 8 chained applies one by one, and replayed; then a read of one
-/// element (both).
-fn chain_rows(dev: &Device) -> (f64, f64) {
+/// Seconds per launch: 8 chained applies one by one, and replayed, then a read of one
+/// element (both); and the host time of 16 chained replays alone (the read after them not
+/// timed: on a GPU, the time to queue the graphs).
+fn chain_rows(dev: &Device) -> (f64, f64, f64) {
     let p = axpb();
     let x: Array<1, f32> = ok(Array::from_fn([SMALL], |i| (i % 7) as f32));
     let s: Array<1, f32> = ok(Array::from_vec([1], vec![0.5]));
@@ -53,7 +54,18 @@ fn chain_rows(dev: &Device) -> (f64, f64) {
         let (y, _) = ok(seq.replay(&state));
         std::hint::black_box(ok(y.get(0)));
     }) / LAUNCHES as f64;
-    (one_by_one, replayed)
+    let mut host = Vec::new();
+    for _ in 0..21 {
+        let t = std::time::Instant::now();
+        let mut st = state.clone();
+        for _ in 0..16 {
+            st = ok(seq.replay(&st));
+        }
+        host.push(t.elapsed().as_secs_f64() / (16 * LAUNCHES) as f64);
+        std::hint::black_box(ok(st.0.get(0)));
+    }
+    host.sort_by(f64::total_cmp);
+    (one_by_one, replayed, host[host.len() / 2])
 }
 
 /// Seconds per CG iteration on lund_a, one by one and recorded ((100 − 10) / 90 iterations,
@@ -163,7 +175,7 @@ pub fn main(args: &[String]) {
             .join(" | "),
         "---|".repeat(devs.len())
     );
-    let chains: Vec<(f64, f64)> = devs
+    let chains: Vec<(f64, f64, f64)> = devs
         .iter()
         .map(|d| {
             eprintln!("sequence: {d}: {LAUNCHES} chained applies ...");
@@ -194,6 +206,10 @@ pub fn main(args: &[String]) {
     row(
         "the same, recorded and replayed (per launch)",
         chains.iter().map(|c| us(c.1)).collect(),
+    );
+    row(
+        "host time of 16 chained replays alone, no read (per launch)",
+        chains.iter().map(|c| us(c.2)).collect(),
     );
     let cell = |c: &Option<(f64, f64)>, k: usize| {
         c.map_or("—".into(), |c| us(if k == 0 { c.0 } else { c.1 }))
