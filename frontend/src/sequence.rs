@@ -250,8 +250,8 @@ pub struct Sequence<I, O> {
     /// Every launch runs on one GPU: replays take [`Sequence::replay_cuda`] (a CUDA graph)
     /// until a launch turns out not to be bindable.
     all_cuda: std::sync::atomic::AtomicBool,
-    /// The CUDA graph of the replays.
-    graph: std::sync::Mutex<Option<CudaGraphExec>>,
+    /// The CUDA graphs of the replays (see [`CudaDevice::launch_graph`]).
+    graph: std::sync::Mutex<Vec<CudaGraphExec>>,
     inputs: Vec<InputSig>,
     steps: Vec<Step>,
     outputs: Vec<OutSrc>,
@@ -359,7 +359,7 @@ impl<I: Arrays, O: Arrays> Sequence<I, O> {
         let seq = Sequence {
             all_cpu,
             all_cuda: all_cuda.into(),
-            graph: std::sync::Mutex::new(None),
+            graph: std::sync::Mutex::new(Vec::new()),
             inputs: sigs,
             release: last_uses(&rec.steps, &outputs),
             steps: rec.steps,

@@ -13,6 +13,7 @@ pub mod cg;
 pub mod coins;
 pub mod ep;
 pub mod func_arrays;
+pub mod heat_sequence;
 pub mod jacobi;
 pub mod mdh;
 pub mod particles;

@@ -10,7 +10,10 @@ use std::sync::Arc;
 use weft_ir::interp::Input;
 use weft_ir::konst::{lane_f64, lane_i64};
 use weft_ir::{Const, HostArray, Module, ParamKind, Program, ScalarType};
-use weft_runtime::{BufArg, CpuDevice, CudaArg, CudaBuffer, CudaDevice, HostBuffer};
+use weft_runtime::{
+    BoundLaunch, BufArg, CpuDevice, CudaArg, CudaBoundLaunch, CudaBuffer, CudaDevice,
+    CudaGraphExec, HostBuffer,
+};
 
 /// How `weft run` repeats a program: at most `max` runs; after each, `feeds` (output,
 /// input) pairs move outputs into inputs; `until` (output, tolerance) stops the loop.
@@ -222,6 +225,16 @@ enum Slot<B> {
     Uniform(Const),
 }
 
+/// The shapes of the array arguments (empty for values): a bound step is bound to them.
+fn slot_shapes<B>(cur: &[Slot<B>]) -> Vec<Vec<usize>> {
+    cur.iter()
+        .map(|s| match s {
+            Slot::Array(_, shape) => shape.clone(),
+            Slot::Uniform(_) => Vec::new(),
+        })
+        .collect()
+}
+
 /// A buffer [`Plan::run_resident`] reads back: in place on the host, downloaded from a GPU.
 trait ReadBack {
     fn read(&self) -> Result<Cow<'_, HostBuffer>, CliError>;
@@ -260,6 +273,10 @@ impl Plan {
         shape: Option<&[usize]>,
     ) -> Result<(Vec<HostArray>, u64), CliError> {
         let prog = gpu.prepare(m, name).map_err(runtime_err)?;
+        // The step is bound once (issue 23) and queued as a one-node CUDA graph; bound again
+        // only if a feed changes an argument's shape.
+        let mut bound: Option<(CudaBoundLaunch, Vec<Vec<usize>>)> = None;
+        let mut graphs: Vec<CudaGraphExec> = Vec::new();
         self.run_resident(
             ins,
             |a| {
@@ -267,23 +284,44 @@ impl Plan {
                     .map_err(runtime_err)
             },
             |cur| {
-                let args: Vec<CudaArg> = cur
+                let shapes = slot_shapes(cur);
+                if bound.as_ref().is_none_or(|b| b.1 != shapes) {
+                    let args: Vec<CudaArg> = cur
+                        .iter()
+                        .map(|s| match s {
+                            Slot::Array(buf, shape) => CudaArg::Array {
+                                buf,
+                                offset: 0,
+                                shape,
+                            },
+                            Slot::Uniform(c) => CudaArg::Uniform(*c),
+                        })
+                        .collect();
+                    match gpu.bind(&prog, &args, shape).map_err(runtime_err)? {
+                        Some(b) => bound = Some((b, shapes)),
+                        None => {
+                            // Not bindable (interleaved tuple arrays): the general path.
+                            let mut l = gpu
+                                .launch_buffers_prepared(&prog, &args, shape)
+                                .map_err(runtime_err)?;
+                            l.enqueue().map_err(runtime_err)?;
+                            let launch = l.launch().shape().to_vec();
+                            return Ok((l.into_outputs(), launch));
+                        }
+                    }
+                }
+                let (b, _) = bound.as_ref().expect("bound above");
+                let bufs: Vec<Option<(&CudaBuffer, usize)>> = cur
                     .iter()
                     .map(|s| match s {
-                        Slot::Array(buf, shape) => CudaArg::Array {
-                            buf,
-                            offset: 0,
-                            shape,
-                        },
-                        Slot::Uniform(c) => CudaArg::Uniform(*c),
+                        Slot::Array(buf, _) => Some((buf, 0)),
+                        Slot::Uniform(_) => None,
                     })
                     .collect();
-                let mut l = gpu
-                    .launch_buffers_prepared(&prog, &args, shape)
+                let (words, outs) = gpu.bound_words(b, &bufs).map_err(runtime_err)?;
+                gpu.launch_graph(&mut graphs, &[(b, &words)])
                     .map_err(runtime_err)?;
-                l.enqueue().map_err(runtime_err)?;
-                let launch = l.launch().shape().to_vec();
-                Ok((l.into_outputs(), launch))
+                Ok((outs, b.shape().to_vec()))
             },
         )
     }
@@ -303,27 +341,39 @@ impl Plan {
         shape: Option<&[usize]>,
     ) -> Result<(Vec<HostArray>, u64), CliError> {
         let prog = cpu.prepare(m, name).map_err(runtime_err)?;
+        // The step is bound once (issue 23); bound again only if a feed changes an
+        // argument's shape.
+        let mut bound: Option<(BoundLaunch, Vec<Vec<usize>>)> = None;
         self.run_resident(
             ins,
             |a| Ok(HostBuffer::from_host_array(a)),
             |cur| {
-                let args: Vec<BufArg> = cur
+                let shapes = slot_shapes(cur);
+                if bound.as_ref().is_none_or(|b| b.1 != shapes) {
+                    let args: Vec<BufArg> = cur
+                        .iter()
+                        .map(|s| match s {
+                            Slot::Array(buf, shape) => BufArg::Array {
+                                buf,
+                                offset: 0,
+                                shape,
+                            },
+                            Slot::Uniform(c) => BufArg::Uniform(*c),
+                        })
+                        .collect();
+                    let b = cpu.bind(&prog, &args, shape).map_err(runtime_err)?;
+                    bound = Some((b, shapes));
+                }
+                let (b, _) = bound.as_ref().expect("bound above");
+                let bufs: Vec<Option<(&HostBuffer, usize)>> = cur
                     .iter()
                     .map(|s| match s {
-                        Slot::Array(buf, shape) => BufArg::Array {
-                            buf,
-                            offset: 0,
-                            shape,
-                        },
-                        Slot::Uniform(c) => BufArg::Uniform(*c),
+                        Slot::Array(buf, _) => Some((buf, 0)),
+                        Slot::Uniform(_) => None,
                     })
                     .collect();
-                let mut l = cpu
-                    .launch_buffers_prepared(&prog, &args, shape)
-                    .map_err(runtime_err)?;
-                l.run().map_err(runtime_err)?;
-                let launch = l.shape().to_vec();
-                Ok((l.into_outputs(), launch))
+                let outs = cpu.run_bound(b, &bufs).map_err(runtime_err)?;
+                Ok((outs, b.shape().to_vec()))
             },
         )
     }

@@ -7,6 +7,9 @@
 
 use super::*;
 
+/// Graph executables a replayed sequence keeps ([`CudaDevice::launch_graph`]).
+pub const GRAPHS_KEPT: usize = 4;
+
 /// An array parameter of a [`CudaBoundLaunch`]: where its plane addresses go, what it reads.
 struct BoundArray {
     word: usize,
@@ -26,11 +29,17 @@ pub struct CudaBoundLaunch {
     /// The outputs' element types and first words.
     outs: Vec<(Type, usize)>,
     n: usize,
+    shape: Vec<usize>,
     block: u32,
     grid: u32,
 }
 
 impl CudaBoundLaunch {
+    /// The launch shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
     /// The number of elements launched (0: no kernel runs).
     pub fn len(&self) -> usize {
         self.n
@@ -170,6 +179,7 @@ impl CudaDevice {
             arrays,
             outs,
             n: l.launch.n,
+            shape: l.launch.shape.clone(),
             block: l.launch.block,
             grid: l.launch.grid,
         }))
@@ -215,11 +225,11 @@ impl CudaDevice {
         }
         let n = b.n;
         let mut outs = Vec::with_capacity(b.outs.len());
+        if !b.outs.is_empty() {
+            guard("cuCtxSetCurrent", || i.bind())?;
+        }
         for &(ty, w) in &b.outs {
-            let d = guard("cuMemAlloc", || {
-                i.bind()?;
-                i.alloc(HostBuffer::bytes_for(ty, n))
-            })?;
+            let d = guard("cuMemAlloc", || i.alloc(HostBuffer::bytes_for(ty, n)))?;
             let out = CudaBuffer {
                 dev: i.clone(),
                 buf: Arc::new(d),
@@ -236,52 +246,64 @@ impl CudaDevice {
     }
 
     /// Queues `launches` (bound launches with their words from [`CudaDevice::bound_words`])
-    /// as one CUDA graph on the device's stream: `graph` is built and instantiated when
-    /// `None` (or made for other launches), else its nodes whose words changed are updated.
-    /// No synchronisation.
+    /// as one CUDA graph on the device's stream. `graphs` holds the executables of earlier
+    /// replays (at most [`GRAPHS_KEPT`]): one whose nodes have exactly these words is
+    /// launched as it is (a loop's buffers come back from the pool in a short cycle);
+    /// otherwise a new one is built while fewer are kept, else the least recently used one's
+    /// changed nodes are updated. No synchronisation.
     ///
     /// # Errors
     /// A driver call failing (named).
     pub fn launch_graph(
         &self,
-        graph: &mut Option<CudaGraphExec>,
+        graphs: &mut Vec<CudaGraphExec>,
         launches: &[(&CudaBoundLaunch, &[u64])],
     ) -> Result<(), RuntimeError> {
         let i = &self.inner;
+        graphs.retain(|g| g.nodes.len() == launches.len());
         guard("cuGraphLaunch", || {
             i.bind()?;
-            let fits = graph
-                .as_ref()
-                .is_some_and(|g| g.nodes.len() == launches.len());
-            if !fits {
-                *graph = None;
-                *graph = Some(self.build_graph(launches)?);
-                let g = graph.as_ref().expect("made above");
-                // SAFETY: a graph executable made for this context, launched on its stream.
-                return check("cuGraphLaunch", unsafe {
-                    sys::cuGraphLaunch(g.exec, i.stream.cu_stream())
-                });
-            }
-            let g = graph.as_mut().expect("checked above");
-            let mut ptrs = smallvec::SmallVec::new();
-            for (k, (b, words)) in launches.iter().enumerate() {
-                let Some(node) = g.nodes[k] else { continue };
-                if g.words[k][..] == words[..] {
-                    continue;
+            let same = |g: &CudaGraphExec| {
+                g.words
+                    .iter()
+                    .zip(launches)
+                    .all(|(w, (_, words))| w[..] == words[..])
+            };
+            // Most recently used last.
+            let at = match graphs.iter().position(same) {
+                Some(k) => k,
+                None if graphs.len() < GRAPHS_KEPT => {
+                    graphs.push(self.build_graph(launches)?);
+                    graphs.len() - 1
                 }
-                let range = [0i64, b.n as i64];
-                let p = node_params(b, words, &range, &mut ptrs);
-                // SAFETY: `node` belongs to the graph `exec` was instantiated from; the
-                // parameters point at live words, copied by the call.
-                check("cuGraphExecKernelNodeSetParams", unsafe {
-                    sys::cuGraphExecKernelNodeSetParams_v2(g.exec, node, &p)
-                })?;
-                g.words[k] = words.to_vec();
-            }
-            // SAFETY: as above.
-            check("cuGraphLaunch", unsafe {
+                None => {
+                    let g = &mut graphs[0];
+                    let mut ptrs = smallvec::SmallVec::new();
+                    for (k, (b, words)) in launches.iter().enumerate() {
+                        let Some(node) = g.nodes[k] else { continue };
+                        if g.words[k][..] == words[..] {
+                            continue;
+                        }
+                        let range = [0i64, b.n as i64];
+                        let p = node_params(b, words, &range, &mut ptrs);
+                        // SAFETY: `node` belongs to the graph `exec` was instantiated from;
+                        // the parameters point at live words, copied by the call.
+                        check("cuGraphExecKernelNodeSetParams", unsafe {
+                            sys::cuGraphExecKernelNodeSetParams_v2(g.exec, node, &p)
+                        })?;
+                        g.words[k].clear();
+                        g.words[k].extend_from_slice(words);
+                    }
+                    0
+                }
+            };
+            let g = graphs.remove(at);
+            // SAFETY: a graph executable made for this context, launched on its stream.
+            let r = check("cuGraphLaunch", unsafe {
                 sys::cuGraphLaunch(g.exec, i.stream.cu_stream())
-            })
+            });
+            graphs.push(g);
+            r
         })
         .map_err(Into::into)
     }

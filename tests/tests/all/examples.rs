@@ -3,7 +3,9 @@
 //! must give the interpreter's results bit for bit.
 
 use weft::Device;
-use weft_workloads::{arg_max, func_arrays, mdh, particles, reduce_combiner, reflect, vecadd};
+use weft_workloads::{
+    arg_max, func_arrays, heat_sequence, mdh, particles, reduce_combiner, reflect, vecadd,
+};
 
 /// The compiled devices to compare with the interpreter: both CPU backends, and CUDA GPU 0
 /// when a driver and GPU are present (else a message says it was skipped).
@@ -39,6 +41,27 @@ fn vecadd_matches_the_interpreter() {
         let got = vecadd::vecadd(&d, 10_000).unwrap();
         assert_eq!(bits(&got), bits(&want), "on {d}");
         report("vecadd (10,000)", &d, &got[9_998..]);
+    }
+}
+
+#[test]
+fn heat_sequence_matches_the_interpreter() {
+    // A recorded sequence replayed until the change is small: same steps and bits.
+    let want = heat_sequence::heat(&Device::interp(), 24, 1e-3, 1000).unwrap();
+    assert!(
+        want.1 > heat_sequence::STEPS && want.2 < 1e-3,
+        "{:?}",
+        (want.1, want.2)
+    );
+    for d in compiled() {
+        let got = heat_sequence::heat(&d, 24, 1e-3, 1000).unwrap();
+        assert_eq!(
+            (got.1, got.2.to_bits()),
+            (want.1, want.2.to_bits()),
+            "on {d}"
+        );
+        assert_eq!(bits(&got.0), bits(&want.0), "on {d}");
+        report("heat_sequence (24², 1e-3)", &d, (got.1, got.2));
     }
 }
 
