@@ -8,7 +8,7 @@
 use super::*;
 
 /// Graph executables a replayed sequence keeps ([`CudaDevice::launch_graph`]).
-pub const GRAPHS_KEPT: usize = 4;
+pub(crate) const GRAPHS_KEPT: usize = 4;
 
 /// An array parameter of a [`CudaBoundLaunch`]: where its plane addresses go, what it reads.
 struct BoundArray {
@@ -247,7 +247,7 @@ impl CudaDevice {
 
     /// Queues `launches` (bound launches with their words from [`CudaDevice::bound_words`])
     /// as one CUDA graph on the device's stream. `graphs` holds the executables of earlier
-    /// replays (at most [`GRAPHS_KEPT`]): one whose nodes have exactly these words is
+    /// replays (at most `GRAPHS_KEPT`, 4): one whose nodes have exactly these words is
     /// launched as it is (a loop's buffers come back from the pool in a short cycle);
     /// otherwise a new one is built while fewer are kept, else the least recently used one's
     /// changed nodes are updated. No synchronisation.
