@@ -1,8 +1,10 @@
-//! `weft-bench sequence [--gpu] [--out FILE.md] [--cg-loop N]` (issue 23): the host cost of
-//! a replayed launch sequence — 8 chained applies on 1,024 elements replayed, per launch,
-//! next to the same applies one by one — and one CG iteration on lund_a recorded and
-//! replayed next to the one-by-one solve, on every device; medians. `--cg-loop N` solves
-//! lund_a recorded N times on the LLVM CPU device (for profilers).
+//! `weft-bench sequence [--gpu] [--cuda-bin DIR] [--out FILE.md] [--cg-loop N]` (issue 23):
+//! the host cost of a replayed launch sequence — 8 chained applies on 1,024 elements
+//! replayed, per launch, next to the same applies one by one, and next to CUDA's own graph of
+//! the same 8 kernels (`bench/cuda/graph.cu`, built as `DIR/graph_cuda`) — one CG iteration
+//! on lund_a and Jacobi 1024² recorded and replayed next to the one-by-one versions, on
+//! every device; medians. `--cg-loop N` solves lund_a recorded N times on the LLVM CPU
+//! device (for profilers).
 
 use crate::{fail, option_value, time_median as time};
 use weft::dsl::{In, InArray, Out, Program, Value1f};
@@ -125,6 +127,25 @@ fn jacobi_rows(dev: &Device) -> (f64, f64, f64) {
     (unchecked, checked, recorded)
 }
 
+/// CUDA's own host time per kernel of a replayed 8-kernel graph and of the same kernels
+/// launched one by one (`DIR/graph_cuda`), if it ran.
+fn cuda_graph_baseline(dir: &str) -> Option<(f64, f64)> {
+    let exe = std::path::Path::new(dir).join("graph_cuda");
+    let out = std::process::Command::new(&exe).output().ok()?;
+    if !out.status.success() {
+        eprintln!("sequence: {} failed", exe.display());
+        return None;
+    }
+    let v: Vec<f64> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    match v.as_slice() {
+        [g, d] => Some((*g, *d)),
+        _ => None,
+    }
+}
+
 fn us(t: f64) -> String {
     format!("{:.2} µs", t * 1e6)
 }
@@ -242,6 +263,15 @@ pub fn main(args: &[String]) {
             .map(|j| format!("{} ({:.2}×)", ms(j.2), j.2 / j.0))
             .collect(),
     );
+    if let Some((g, d)) = option_value(args, "--cuda-bin").and_then(|d| cuda_graph_baseline(d)) {
+        t.push_str(&format!(
+            "\nCUDA itself in the same run (`bench/cuda/graph.cu`): host time per kernel of 16 \
+             chained launches of a captured graph of the 8 kernels, {}; of the same kernels \
+             launched one by one, {}.\n",
+            us(g),
+            us(d)
+        ));
+    }
     let md = format!(
         "Host cost of recorded launch sequences, medians; {} on {}.\n\n{t}",
         rayon_threads(),
