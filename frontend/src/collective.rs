@@ -1175,7 +1175,11 @@ fn scalar_const<T: Elem>(v: &Const) -> T {
     T::from_lanes(|l| T::Scalar::from_bits(v.lane_bits()[l]))
 }
 
-fn builtin<const D: usize, T: Elem>(op: Opcode, a: &Array<D, T>) -> Result<Option<T>> {
+/// The built-in combiner `op` for `a`'s elements; an error for `bool` elements.
+fn arithmetic_combiner<const D: usize, T: Elem>(
+    op: Opcode,
+    a: &Array<D, T>,
+) -> Result<Arc<Combiner>> {
     if T::Scalar::SCALAR == ScalarType::Bool {
         return Err(Error::argument(format!(
             "{}: elements of type {} have no arithmetic",
@@ -1183,7 +1187,11 @@ fn builtin<const D: usize, T: Elem>(op: Opcode, a: &Array<D, T>) -> Result<Optio
             a.elem_type()
         )));
     }
-    let c = builtin_combiner(op, T::ir_type())?;
+    builtin_combiner(op, T::ir_type())
+}
+
+fn builtin<const D: usize, T: Elem>(op: Opcode, a: &Array<D, T>) -> Result<Option<T>> {
+    let c = arithmetic_combiner(op, a)?;
     let r = reduce_levels(&Device::current(), &c, None, &a.data)?;
     Ok(r.map(|s| scalar_const::<T>(&s[0])))
 }
@@ -1205,15 +1213,8 @@ pub fn sum<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<T> {
 /// # Errors
 /// As [`sum`].
 pub fn sum_array<const D: usize, T: Elem>(a: &Array<D, T>) -> Result<Array<1, T>> {
-    if T::Scalar::SCALAR == ScalarType::Bool {
-        return Err(Error::argument(format!(
-            "sum: elements of type {} have no arithmetic",
-            a.elem_type()
-        )));
-    }
-    let c = builtin_combiner(Opcode::Add, T::ir_type())?;
-    match reduce_levels_on_device(&Device::current(), &c, None, &a.data)? {
-        Some(mut states) => Array::from_data(states.remove(0)),
+    match builtin_array(Opcode::Add, a)? {
+        Some(s) => Ok(s),
         None => Array::from_vec([1], vec![T::from_lanes(|_| T::Scalar::from_bits(0))]),
     }
 }
@@ -1255,14 +1256,7 @@ fn builtin_array<const D: usize, T: Elem>(
     op: Opcode,
     a: &Array<D, T>,
 ) -> Result<Option<Array<1, T>>> {
-    if T::Scalar::SCALAR == ScalarType::Bool {
-        return Err(Error::argument(format!(
-            "{}: elements of type {} have no arithmetic",
-            op_name(op),
-            a.elem_type()
-        )));
-    }
-    let c = builtin_combiner(op, T::ir_type())?;
+    let c = arithmetic_combiner(op, a)?;
     match reduce_levels_on_device(&Device::current(), &c, None, &a.data)? {
         Some(mut states) => Array::from_data(states.remove(0)).map(Some),
         None => Ok(None),

@@ -426,22 +426,9 @@ impl<I: Arrays, O: Arrays> Sequence<I, O> {
         }
         let mut results: Vec<smallvec::SmallVec<[Arc<Storage>; 4]>> =
             Vec::with_capacity(self.steps.len());
-        let view = |s: &Slot, results: &[smallvec::SmallVec<[Arc<Storage>; 4]>]| {
-            let (store, base) = match s.src {
-                Src::Input(i) => match &ins[i].source {
-                    Source::Stored(st) => (st.clone(), ins[i].offset),
-                    Source::Grid => unreachable!("checked above"),
-                },
-                Src::Out(st, k) => (results[st][k].clone(), 0),
-            };
-            ArrayData {
-                elem: store.elem,
-                source: Source::Stored(store),
-                strides: row_major(&s.shape),
-                shape: s.shape.clone(),
-                offset: base + s.offset,
-                boundary: s.boundary,
-            }
+        let view = |s: &Slot, results: &[smallvec::SmallVec<[Arc<Storage>; 4]>]| match s.src {
+            Src::Input(i) => slot_view(s, input_storage(&ins[i]), ins[i].offset),
+            Src::Out(st, k) => slot_view(s, results[st][k].clone(), 0),
         };
         for step in &self.steps {
             let args = step
@@ -463,14 +450,7 @@ impl<I: Arrays, O: Arrays> Sequence<I, O> {
             })?;
             results.push(outs.into_iter().map(Storage::from_resident).collect());
         }
-        Ok(self
-            .outputs
-            .iter()
-            .map(|o| match o {
-                OutSrc::Slot(s) => view(s, &results),
-                OutSrc::Fixed(d) => d.clone(),
-            })
-            .collect())
+        Ok(self.outputs_from(&ins, |st, k| results[st][k].clone()))
     }
 }
 
@@ -532,35 +512,48 @@ impl<I, O> Sequence<I, O> {
                 results[st][k] = None;
             }
         }
-        Ok(self
-            .outputs
+        Ok(self.outputs_from(ins, |st, k| {
+            Storage::from_host_arc(results[st][k].clone().expect("outputs are kept"))
+        }))
+    }
+
+    /// The sequence's outputs of a replay on inputs `ins` whose launch result (step, output)
+    /// is the storage `result` gives.
+    fn outputs_from(
+        &self,
+        ins: &[ArrayData],
+        result: impl Fn(usize, usize) -> Arc<Storage>,
+    ) -> Vec<ArrayData> {
+        self.outputs
             .iter()
             .map(|o| match o {
-                OutSrc::Slot(s) => {
-                    let (store, base) = match s.src {
-                        Src::Input(i) => match &ins[i].source {
-                            Source::Stored(st) => (st.clone(), ins[i].offset),
-                            Source::Grid => unreachable!("checked by replay_data"),
-                        },
-                        Src::Out(st, k) => (
-                            Storage::from_host_arc(
-                                results[st][k].clone().expect("outputs are kept"),
-                            ),
-                            0,
-                        ),
-                    };
-                    ArrayData {
-                        elem: store.elem,
-                        source: Source::Stored(store),
-                        strides: row_major(&s.shape),
-                        shape: s.shape.clone(),
-                        offset: base + s.offset,
-                        boundary: s.boundary,
-                    }
-                }
+                OutSrc::Slot(s) => match s.src {
+                    Src::Input(i) => slot_view(s, input_storage(&ins[i]), ins[i].offset),
+                    Src::Out(st, k) => slot_view(s, result(st, k), 0),
+                },
                 OutSrc::Fixed(d) => d.clone(),
             })
-            .collect())
+            .collect()
+    }
+}
+
+/// The storage of a replay input (made contiguous and checked by `replay_data`).
+fn input_storage(d: &ArrayData) -> Arc<Storage> {
+    match &d.source {
+        Source::Stored(st) => st.clone(),
+        Source::Grid => unreachable!("checked by replay_data"),
+    }
+}
+
+/// Slot `s`'s view of `store`, whose elements start at `base`.
+fn slot_view(s: &Slot, store: Arc<Storage>, base: usize) -> ArrayData {
+    ArrayData {
+        elem: store.elem,
+        source: Source::Stored(store),
+        strides: row_major(&s.shape),
+        shape: s.shape.clone(),
+        offset: base + s.offset,
+        boundary: s.boundary,
     }
 }
 
@@ -637,37 +630,56 @@ impl<I, O> Sequence<I, O> {
         gpu.launch_graph(&mut graph, &launches)
             .map_err(|e| Error::argument(format!("replayed sequence failed: {e}")))?;
         drop(graph);
-        Ok(Some(
-            self.outputs
-                .iter()
-                .map(|o| match o {
-                    OutSrc::Slot(s) => {
-                        let (store, base) = match s.src {
-                            Src::Input(i) => match &ins[i].source {
-                                Source::Stored(st) => (st.clone(), ins[i].offset),
-                                Source::Grid => unreachable!("checked by replay_data"),
-                            },
-                            Src::Out(st, k) => (
-                                Storage::from_resident(crate::array::Resident::Cuda(
-                                    results[st][k].clone().expect("outputs are kept"),
-                                )),
-                                0,
-                            ),
-                        };
-                        ArrayData {
-                            elem: store.elem,
-                            source: Source::Stored(store),
-                            strides: row_major(&s.shape),
-                            shape: s.shape.clone(),
-                            offset: base + s.offset,
-                            boundary: s.boundary,
-                        }
-                    }
-                    OutSrc::Fixed(d) => d.clone(),
-                })
-                .collect(),
-        ))
+        Ok(Some(self.outputs_from(ins, |st, k| {
+            Storage::from_resident(crate::array::Resident::Cuda(
+                results[st][k].clone().expect("outputs are kept"),
+            ))
+        })))
     }
+}
+
+/// Where `step`'s fixed arrays live on a device (`get` gives a storage's copy there).
+fn fixed_arrays<B>(
+    step: &Step,
+    get: impl Fn(&Arc<Storage>) -> Result<B>,
+) -> Result<Vec<Option<(B, usize)>>> {
+    step.args
+        .iter()
+        .map(|a| match a {
+            StepArg::Fixed(ArgVal::Array(d)) => match &d.source {
+                Source::Stored(s) => Ok(Some((get(s)?, d.offset))),
+                Source::Grid => unreachable!("grids are rewritten by `prepare`"),
+            },
+            _ => Ok(None),
+        })
+        .collect()
+}
+
+/// `step`'s arguments as a device's launch arguments `A` over buffers `T`: slots from
+/// `slot`, fixed arrays from `fixed` (through `deref`), made by `array` and `uniform`.
+fn step_args<'x, T: ?Sized, B, A>(
+    step: &'x Step,
+    fixed: &'x [Option<(B, usize)>],
+    deref: impl Fn(&'x B) -> &'x T,
+    slot: &dyn Fn(&Slot) -> (&'x T, usize),
+    array: impl Fn(&'x T, usize, &'x [usize]) -> A,
+    uniform: impl Fn(weft_ir::Const) -> A,
+) -> Vec<A> {
+    step.args
+        .iter()
+        .zip(fixed)
+        .map(|(a, f)| match a {
+            StepArg::Slot(s) => {
+                let (buf, offset) = slot(s);
+                array(buf, offset, &s.shape)
+            }
+            StepArg::Fixed(ArgVal::Array(d)) => {
+                let (buf, offset) = f.as_ref().expect("made by fixed_arrays");
+                array(deref(buf), *offset, &d.shape)
+            }
+            StepArg::Fixed(ArgVal::Uniform(c)) => uniform(*c),
+        })
+        .collect()
 }
 
 /// Binds `step`'s launch on `gpu` to the buffers its slots have now (`slot`) and its fixed
@@ -677,46 +689,20 @@ fn bind_cuda<'a>(
     step: &Step,
     slot: &dyn Fn(&Slot) -> (&'a CudaBuffer, usize),
 ) -> Result<Option<CudaBound>> {
-    let fixed = step
-        .args
-        .iter()
-        .map(|a| match a {
-            StepArg::Fixed(ArgVal::Array(d)) => match &d.source {
-                Source::Stored(s) => Ok(Some((s.cuda(gpu)?, d.offset))),
-                Source::Grid => unreachable!("grids are rewritten by `prepare`"),
-            },
-            _ => Ok(None),
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let cargs: Vec<CudaArg> = step
-        .args
-        .iter()
-        .zip(&fixed)
-        .map(|(a, f)| match a {
-            StepArg::Slot(s) => {
-                let (buf, offset) = slot(s);
-                CudaArg::Array {
-                    buf,
-                    offset,
-                    shape: &s.shape,
-                }
-            }
-            StepArg::Fixed(ArgVal::Array(d)) => {
-                let (buf, offset) = f.as_ref().expect("made above");
-                CudaArg::Array {
-                    buf,
-                    offset: *offset,
-                    shape: &d.shape,
-                }
-            }
-            StepArg::Fixed(ArgVal::Uniform(c)) => CudaArg::Uniform(*c),
-        })
-        .collect();
+    let fixed = fixed_arrays(step, |s| s.cuda(gpu))?;
+    let cargs = step_args(
+        step,
+        &fixed,
+        |b| b,
+        &|s: &Slot| -> (&CudaBuffer, usize) { slot(s) },
+        |buf, offset, shape| CudaArg::Array { buf, offset, shape },
+        CudaArg::Uniform,
+    );
     let name = &step.module.programs[step.program].name;
     let prog = gpu.prepare_shared(&step.module, name)?;
-    Ok(gpu
-        .bind(&prog, &cargs, Some(&step.shape))?
-        .map(|launch| CudaBound { launch, fixed }))
+    let launch = gpu.bind(&prog, &cargs, Some(&step.shape))?;
+    drop(cargs);
+    Ok(launch.map(|launch| CudaBound { launch, fixed }))
 }
 
 /// Binds `step`'s launch on `cpu` to the buffers its slots have now (`slot`) and its fixed
@@ -726,44 +712,19 @@ fn bind<'a>(
     step: &Step,
     slot: &dyn Fn(&Slot) -> (&'a HostBuffer, usize),
 ) -> Result<CpuBound> {
-    let fixed = step
-        .args
-        .iter()
-        .map(|a| match a {
-            StepArg::Fixed(ArgVal::Array(d)) => match &d.source {
-                Source::Stored(s) => Ok(Some((s.host()?, d.offset))),
-                Source::Grid => unreachable!("grids are rewritten by `prepare`"),
-            },
-            _ => Ok(None),
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let bargs: Vec<BufArg> = step
-        .args
-        .iter()
-        .zip(&fixed)
-        .map(|(a, f)| match a {
-            StepArg::Slot(s) => {
-                let (buf, offset) = slot(s);
-                BufArg::Array {
-                    buf,
-                    offset,
-                    shape: &s.shape,
-                }
-            }
-            StepArg::Fixed(ArgVal::Array(d)) => {
-                let (buf, offset) = f.as_ref().expect("made above");
-                BufArg::Array {
-                    buf,
-                    offset: *offset,
-                    shape: &d.shape,
-                }
-            }
-            StepArg::Fixed(ArgVal::Uniform(c)) => BufArg::Uniform(*c),
-        })
-        .collect();
+    let fixed = fixed_arrays(step, |s| s.host())?;
+    let bargs = step_args(
+        step,
+        &fixed,
+        |b| &**b,
+        &|s: &Slot| -> (&HostBuffer, usize) { slot(s) },
+        |buf, offset, shape| BufArg::Array { buf, offset, shape },
+        BufArg::Uniform,
+    );
     let name = &step.module.programs[step.program].name;
     let prog = cpu.prepare_shared(&step.module, name)?;
     let launch = cpu.bind(&prog, &bargs, Some(&step.shape))?;
+    drop(bargs);
     Ok(CpuBound { launch, fixed })
 }
 

@@ -988,18 +988,7 @@ impl CpuDevice {
     ) -> Result<BufferLaunch<'a>, RuntimeError> {
         let prog = prog.current();
         let name = prog.prepared.name();
-        let descs: smallvec::SmallVec<[ArgDesc; 8]> = args.iter().map(BufArg::desc).collect();
-        let plan = prog.prepared.plan(&descs, shape)?;
-        let p = prog.prepared.program();
-        check_ranges(
-            p,
-            args.iter().map(|a| match a {
-                BufArg::Array { buf, offset, shape } => {
-                    Some((*offset, shape.iter().product(), buf.len()))
-                }
-                BufArg::Uniform(_) => None,
-            }),
-        )?;
+        let (plan, p) = plan_checked(prog, args, shape)?;
         let n = plan.n;
         let kernel = prog.code.clone();
         let layout = kernel.layout();
@@ -1037,6 +1026,28 @@ impl CpuDevice {
             _args: std::marker::PhantomData,
         })
     }
+}
+
+/// The plan of a launch of `prog` over `args` and the program, after checking that every
+/// array argument's elements lie inside its buffer.
+fn plan_checked<'p>(
+    prog: &'p CpuProgram,
+    args: &[BufArg],
+    shape: Option<&[usize]>,
+) -> Result<(Arc<Plan>, &'p weft_ir::Program), RuntimeError> {
+    let descs: smallvec::SmallVec<[ArgDesc; 8]> = args.iter().map(BufArg::desc).collect();
+    let plan = prog.prepared.plan(&descs, shape)?;
+    let p = prog.prepared.program();
+    check_ranges(
+        p,
+        args.iter().map(|a| match a {
+            BufArg::Array { buf, offset, shape } => {
+                Some((*offset, shape.iter().product(), buf.len()))
+            }
+            BufArg::Uniform(_) => None,
+        }),
+    )?;
+    Ok((plan, p))
 }
 
 /// Writes the arguments' words (plane addresses, array extents, uniforms, the prologue's
@@ -1114,18 +1125,7 @@ impl CpuDevice {
         shape: Option<&[usize]>,
     ) -> Result<BoundLaunch, RuntimeError> {
         let cur = prog.current();
-        let descs: smallvec::SmallVec<[ArgDesc; 8]> = args.iter().map(BufArg::desc).collect();
-        let plan = cur.prepared.plan(&descs, shape)?;
-        let p = cur.prepared.program();
-        check_ranges(
-            p,
-            args.iter().map(|a| match a {
-                BufArg::Array { buf, offset, shape } => {
-                    Some((*offset, shape.iter().product(), buf.len()))
-                }
-                BufArg::Uniform(_) => None,
-            }),
-        )?;
+        let (plan, p) = plan_checked(cur, args, shape)?;
         let layout = cur.code.layout();
         let mut ctx = Context::new(layout);
         fill_params(&mut ctx, p, args, &plan);

@@ -90,6 +90,34 @@ pub fn spmv(dev: &Device, a: &DeviceCsr, x: &[f64]) -> Result<Vec<f64>> {
     y.to_vec()
 }
 
+/// SpMV fused with the products of CG's dot product: `q = A p`, `pq = p ⊙ q`.
+fn spmv_dot_program() -> Result<Program> {
+    Program::record_named("spmv_dot", || {
+        let (rowptr, col, val) = csr_inputs();
+        let p = InArray::<1, Value1d>::named("p", Boundary::Clamp);
+        let i = index::<1>();
+        let q = row_times(&rowptr, &col, &val, &p, &i);
+        let pq = p.read(&i) * &q;
+        Out::named("q", q);
+        Out::named("pq", pq);
+    })
+}
+
+/// `bb = b ⊙ b` (for ‖b‖).
+fn square_program() -> Result<Program> {
+    Program::record_named("square", || {
+        let b = In::<Value1d>::named("b");
+        Out::named("bb", &b * &b);
+    })
+}
+
+/// `x = 0` (x₀, made where the solve runs).
+fn zeros_program() -> Result<Program> {
+    Program::record_named("zeros", || {
+        Out::named("x", Value1d::splat(0.0));
+    })
+}
+
 /// The result of a CG solve.
 pub struct Solve {
     /// The solution.
@@ -131,15 +159,7 @@ pub fn cg_arrays(
     tol: f64,
     maxit: usize,
 ) -> Result<SolveArrays> {
-    let spmv_dot = Program::record_named("spmv_dot", || {
-        let (rowptr, col, val) = csr_inputs();
-        let p = InArray::<1, Value1d>::named("p", Boundary::Clamp);
-        let i = index::<1>();
-        let q = row_times(&rowptr, &col, &val, &p, &i);
-        let pq = p.read(&i) * &q;
-        Out::named("q", q);
-        Out::named("pq", pq);
-    })?;
+    let spmv_dot = spmv_dot_program()?;
     let update = Program::record_named("update", || {
         let x = In::<Value1d>::named("x");
         let r = In::<Value1d>::named("r");
@@ -157,13 +177,7 @@ pub fn cg_arrays(
         let beta = Param::uniform::<Value1d>("beta");
         Out::named("p", r + beta * p);
     })?;
-    let square = Program::record_named("square", || {
-        let b = In::<Value1d>::named("b");
-        Out::named("bb", &b * &b);
-    })?;
-    let zeros = Program::record_named("zeros", || {
-        Out::named("x", Value1d::splat(0.0));
-    })?;
+    let (square, zeros) = (square_program()?, zeros_program()?);
     let n = a.n;
     dev.scope(|| {
         let bb: Array<1, f64> = square.apply(b)?;
@@ -242,15 +256,7 @@ pub fn cg_recorded(
     maxit: usize,
     every: usize,
 ) -> Result<SolveArrays> {
-    let spmv_dot = Program::record_named("spmv_dot", || {
-        let (rowptr, col, val) = csr_inputs();
-        let p = InArray::<1, Value1d>::named("p", Boundary::Clamp);
-        let i = index::<1>();
-        let q = row_times(&rowptr, &col, &val, &p, &i);
-        let pq = p.read(&i) * &q;
-        Out::named("q", q);
-        Out::named("pq", pq);
-    })?;
+    let spmv_dot = spmv_dot_program()?;
     let update = Program::record_named("update_dev", || {
         let x = In::<Value1d>::named("x");
         let r = In::<Value1d>::named("r");
@@ -272,13 +278,7 @@ pub fn cg_recorded(
         let beta = rr2.read(0) / rr.read(0);
         Out::named("p", r + beta * p);
     })?;
-    let square = Program::record_named("square", || {
-        let b = In::<Value1d>::named("b");
-        Out::named("bb", &b * &b);
-    })?;
-    let zeros = Program::record_named("zeros", || {
-        Out::named("x", Value1d::splat(0.0));
-    })?;
+    let (square, zeros) = (square_program()?, zeros_program()?);
     let n = a.n;
     dev.scope(|| {
         let bb: Array<1, f64> = square.apply(b)?;
