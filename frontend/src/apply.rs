@@ -215,6 +215,14 @@ impl Program {
         args: impl Args,
         shape: Option<&[usize]>,
     ) -> Result<R> {
+        if crate::sequence::recording() && self.has_captured_uniforms() {
+            return Err(Error::argument(format!(
+                "@{} reads host `Uniform`s (loose binding), whose values a replay of the \
+                 sequence being recorded would not read again: pass them as arguments (fixed \
+                 when recorded) or as one-element arrays",
+                self.name()
+            )));
+        }
         let all = self.inputs(args.into_args())?;
         if shape.is_none() && !self.has_varying_input() {
             return Err(Error::argument(format!(

@@ -229,6 +229,18 @@ fn wrong_inputs_and_host_reads_are_errors() {
     .expect("nested");
     assert!(e.to_string().contains("do not nest"), "{e}");
     assert!(Sequence::record(&(x.clone(), s.clone()), |st| step(&axpb, &shift, &b, st)).is_ok());
+    // A program reading a host Uniform (loose binding) is not recorded.
+    let gain = weft::dsl::Uniform::new(2.0f32);
+    let scaled = Program::record_named("scaled", || {
+        let x = In::<Value1f>::named("x");
+        Out::named("y", x * gain.value());
+    })
+    .unwrap();
+    let e = Sequence::record(&x, |x| scaled.apply::<Array<1, f32>>(&x))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("loose binding") && e.contains("@scaled"), "{e}");
     // Reading inputs outside a recording is fine.
     assert_eq!(x.get(2).unwrap(), Some(1.0));
 }
