@@ -102,10 +102,11 @@ fn cg_iteration(dev: &Device) -> Option<f64> {
         }
     };
     let da = ok(cg::DeviceCsr::new(&a));
-    let b = vec![1.0; a.rows];
+    let b: Array<1, f64> = ok(Array::from_vec([a.rows], vec![1.0; a.rows]));
+    // One by one (`weft-bench sequence` has the recorded solve).
     let run = |iters: usize| {
         time(5, || {
-            let s = ok(cg::cg(dev, &da, &b, 0.0, iters));
+            let s = ok(cg::cg_arrays(dev, &da, &b, 0.0, iters));
             assert_eq!(s.iterations, iters);
         })
     };

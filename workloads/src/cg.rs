@@ -128,10 +128,12 @@ pub struct Solve {
     pub residual: f64,
 }
 
-/// Solves `A x = b` from `x = 0` until ‖r‖/‖b‖ < `tol` or `maxit` iterations.
+/// Solves `A x = b` from `x = 0` until ‖r‖/‖b‖ < `tol` or `maxit` iterations, one
+/// iteration recorded and replayed ([`cg_recorded`], checking every iteration: the
+/// iterations and bits of [`cg_arrays`]).
 pub fn cg(dev: &Device, a: &DeviceCsr, b: &[f64], tol: f64, maxit: usize) -> Result<Solve> {
     let b = Array::from_slice([b.len()], b)?;
-    let s = cg_arrays(dev, a, &b, tol, maxit)?;
+    let s = cg_recorded(dev, a, &b, tol, maxit, 1)?;
     Ok(Solve {
         x: s.x.to_vec()?,
         iterations: s.iterations,

@@ -40,7 +40,8 @@ pub fn initial(n: usize) -> Vec<f32> {
 }
 
 /// Sweeps until a check finds the largest change below `tol` or `max_sweeps` have run:
-/// (grid, sweeps run, last checked change).
+/// (grid, sweeps run, last checked change). Each check period is recorded and replayed
+/// ([`jacobi_recorded`]: the sweeps and bits of [`jacobi_arrays`]).
 pub fn jacobi(
     dev: &Device,
     n: usize,
@@ -48,7 +49,7 @@ pub fn jacobi(
     max_sweeps: usize,
 ) -> Result<(Vec<f32>, usize, f32)> {
     let u0: Array<2, f32> = Array::from_vec([n, n], initial(n))?;
-    let (u, sweeps, delta) = jacobi_arrays(dev, &u0, tol, max_sweeps)?;
+    let (u, sweeps, delta) = jacobi_recorded(dev, &u0, tol, max_sweeps)?;
     Ok((u.to_vec()?, sweeps, delta))
 }
 
