@@ -225,9 +225,8 @@ impl CudaDevice {
         }
         let n = b.n;
         let mut outs = Vec::with_capacity(b.outs.len());
-        if !b.outs.is_empty() {
-            guard("cuCtxSetCurrent", || i.bind())?;
-        }
+        // No context to bind: a pooled allocation needs none, and cudarc binds before a
+        // fresh one.
         for &(ty, w) in &b.outs {
             let d = guard("cuMemAlloc", || i.alloc(HostBuffer::bytes_for(ty, n)))?;
             let out = CudaBuffer {
