@@ -574,7 +574,15 @@ impl<I, O> Sequence<I, O> {
             .collect::<Result<smallvec::SmallVec<[_; 6]>>>()?;
         let mut results: Vec<smallvec::SmallVec<[Option<CudaBuffer>; 4]>> =
             Vec::with_capacity(self.steps.len());
-        let mut words: Vec<Vec<u64>> = Vec::with_capacity(self.steps.len());
+        // Every launch's words in one vector; launch `s`'s end at `ends[s]`.
+        let mut words: Vec<u64> = Vec::with_capacity(
+            self.steps
+                .iter()
+                .filter_map(|s| s.cuda_bound.get().and_then(Option::as_ref))
+                .map(|b| CudaDevice::bound_word_count(&b.launch))
+                .sum(),
+        );
+        let mut ends: smallvec::SmallVec<[usize; 16]> = smallvec::SmallVec::new();
         for (si, step) in self.steps.iter().enumerate() {
             let slot = |s: &Slot| -> (&CudaBuffer, usize) {
                 match s.src {
@@ -597,7 +605,7 @@ impl<I, O> Sequence<I, O> {
             let Some(bound) = bound else {
                 return Ok(None);
             };
-            let (w, outs) = {
+            let outs = {
                 let bufs: smallvec::SmallVec<[Option<(&CudaBuffer, usize)>; 8]> = step
                     .args
                     .iter()
@@ -607,9 +615,9 @@ impl<I, O> Sequence<I, O> {
                         StepArg::Fixed(_) => f.as_ref().map(|(b, o)| (b, *o)),
                     })
                     .collect();
-                gpu.bound_words(&bound.launch, &bufs)?
+                gpu.bound_words(&bound.launch, &bufs, &mut words)?
             };
-            words.push(w);
+            ends.push(words.len());
             results.push(outs.into_iter().map(Some).collect());
             // Released buffers go back to the device's pool: a later launch of the graph
             // that reuses one runs after every earlier one (the nodes are a chain).
@@ -617,13 +625,14 @@ impl<I, O> Sequence<I, O> {
                 results[st][k] = None;
             }
         }
-        let launches: Vec<(&CudaBoundLaunch, &[u64])> = self
+        let launches: smallvec::SmallVec<[(&CudaBoundLaunch, &[u64]); 16]> = self
             .steps
             .iter()
-            .zip(&words)
-            .map(|(s, w)| {
+            .enumerate()
+            .map(|(k, s)| {
                 let b = s.cuda_bound.get().and_then(Option::as_ref);
-                (&b.expect("bound above").launch, &w[..])
+                let from = if k == 0 { 0 } else { ends[k - 1] };
+                (&b.expect("bound above").launch, &words[from..ends[k]])
             })
             .collect();
         let mut graph = self.graph.lock().unwrap_or_else(|e| e.into_inner());

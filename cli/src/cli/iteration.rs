@@ -318,10 +318,11 @@ impl Plan {
                         Slot::Uniform(_) => None,
                     })
                     .collect();
-                let (words, outs) = gpu.bound_words(b, &bufs).map_err(runtime_err)?;
+                let mut words = Vec::new();
+                let outs = gpu.bound_words(b, &bufs, &mut words).map_err(runtime_err)?;
                 gpu.launch_graph(&mut graphs, &[(b, &words)])
                     .map_err(runtime_err)?;
-                Ok((outs, b.shape().to_vec()))
+                Ok((outs.into_vec(), b.shape().to_vec()))
             },
         )
     }

@@ -185,9 +185,10 @@ impl CudaDevice {
         }))
     }
 
-    /// The parameter words of bound launch `b` over `bufs` (one per parameter:
-    /// `Some((buffer, offset))` for each array, `None` for each uniform), with its output
-    /// buffers, allocated here (from the device's pool; written by the launch).
+    /// Appends to `all` the parameter words of bound launch `b` over `bufs` (one per
+    /// parameter: `Some((buffer, offset))` for each array, `None` for each uniform) and
+    /// returns its output buffers, allocated here (from the device's pool; written by the
+    /// launch). A replay's launches append to one vector (one allocation per replay).
     ///
     /// # Errors
     /// A buffer of another device or element type than bound, or too short for the elements
@@ -196,9 +197,12 @@ impl CudaDevice {
         &self,
         b: &CudaBoundLaunch,
         bufs: &[Option<(&CudaBuffer, usize)>],
-    ) -> Result<(Vec<u64>, Vec<CudaBuffer>), RuntimeError> {
+        all: &mut Vec<u64>,
+    ) -> Result<smallvec::SmallVec<[CudaBuffer; 4]>, RuntimeError> {
         let i = &self.inner;
-        let mut words = b.words.clone();
+        let at = all.len();
+        all.extend_from_slice(&b.words);
+        let words = &mut all[at..];
         for (k, (a, buf)) in b.arrays.iter().zip(bufs).enumerate() {
             let (Some(a), Some((buf, offset))) = (a, buf) else {
                 continue;
@@ -224,7 +228,7 @@ impl CudaDevice {
             }
         }
         let n = b.n;
-        let mut outs = Vec::with_capacity(b.outs.len());
+        let mut outs = smallvec::SmallVec::new();
         // No context to bind: a pooled allocation needs none, and cudarc binds before a
         // fresh one.
         for &(ty, w) in &b.outs {
@@ -241,7 +245,12 @@ impl CudaDevice {
             }
             outs.push(out);
         }
-        Ok((words, outs))
+        Ok(outs)
+    }
+
+    /// The number of parameter words [`CudaDevice::bound_words`] appends for `b`.
+    pub fn bound_word_count(b: &CudaBoundLaunch) -> usize {
+        b.words.len()
     }
 
     /// Queues `launches` (bound launches with their words from [`CudaDevice::bound_words`])
