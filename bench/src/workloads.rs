@@ -352,44 +352,39 @@ fn jobs(s: Sizes, dir: &Path) -> Vec<Job> {
     let d = sub("jacobi");
     write_bin(&d.join("jacobi_u0.bin"), f32_bytes(&jacobi::initial(n)));
     let reference = std::rc::Rc::new(jacobi::reference(n, sweeps));
-    let (r2, r3, r4) = (reference.clone(), reference.clone(), reference.clone());
-    jobs.push(Job {
-        name: "jacobi",
-        title: format!("Jacobi, {n}² grid, {sweeps} sweeps (f32)"),
-        args: vec![n.to_string(), sweeps.to_string(), "0".into()],
-        weft: Box::new(move |dev, reps| {
-            // As the CUDA baseline: the initial grid on the device before, the result read
-            // back after the timed sweeps.
-            let u0 = weft::Array::from_vec([n, n], jacobi::initial(n))
-                .unwrap_or_else(|e| fail(e.to_string()));
-            u0.to_device(dev).unwrap_or_else(|e| fail(e.to_string()));
-            let (t, (u, k, _)) = time_weft(reps, || jacobi::jacobi_arrays(dev, &u0, 0.0, sweeps));
-            let u = u.to_vec().unwrap_or_else(|e| fail(e.to_string()));
-            (t, k == sweeps && jacobi::max_error(&u, &reference) <= 1e-4)
-        }),
-        check: Box::new(move |d, sfx, _| {
-            let u = read_f32(&d.join(format!("jacobi_u.{sfx}.bin")));
-            u.len() == n * n && jacobi::max_error(&u, &r2) <= 1e-4
-        }),
-    });
-    // The same sweeps with each check period recorded and replayed (issue 23).
-    jobs.push(Job {
-        name: "jacobi",
-        title: format!("Jacobi, {n}² grid, {sweeps} sweeps (f32), recorded sequence"),
-        args: vec![n.to_string(), sweeps.to_string(), "0".into()],
-        weft: Box::new(move |dev, reps| {
-            let u0 = weft::Array::from_vec([n, n], jacobi::initial(n))
-                .unwrap_or_else(|e| fail(e.to_string()));
-            u0.to_device(dev).unwrap_or_else(|e| fail(e.to_string()));
-            let (t, (u, k, _)) = time_weft(reps, || jacobi::jacobi_recorded(dev, &u0, 0.0, sweeps));
-            let u = u.to_vec().unwrap_or_else(|e| fail(e.to_string()));
-            (t, k == sweeps && jacobi::max_error(&u, &r3) <= 1e-4)
-        }),
-        check: Box::new(move |d, sfx, _| {
-            let u = read_f32(&d.join(format!("jacobi_u.{sfx}.bin")));
-            u.len() == n * n && jacobi::max_error(&u, &r4) <= 1e-4
-        }),
-    });
+    // One by one, and with each check period recorded and replayed (issue 23).
+    type Solve = fn(
+        &weft::Device,
+        &weft::Array<2, f32>,
+        f32,
+        usize,
+    ) -> weft::Result<(weft::Array<2, f32>, usize, f32)>;
+    let solves: [(&str, Solve); 2] = [
+        ("", jacobi::jacobi_arrays),
+        (", recorded sequence", jacobi::jacobi_recorded),
+    ];
+    for (suffix, solve) in solves {
+        let (r1, r2) = (reference.clone(), reference.clone());
+        jobs.push(Job {
+            name: "jacobi",
+            title: format!("Jacobi, {n}² grid, {sweeps} sweeps (f32){suffix}"),
+            args: vec![n.to_string(), sweeps.to_string(), "0".into()],
+            weft: Box::new(move |dev, reps| {
+                // As the CUDA baseline: the initial grid on the device before, the result
+                // read back after the timed sweeps.
+                let u0 = weft::Array::from_vec([n, n], jacobi::initial(n))
+                    .unwrap_or_else(|e| fail(e.to_string()));
+                u0.to_device(dev).unwrap_or_else(|e| fail(e.to_string()));
+                let (t, (u, k, _)) = time_weft(reps, || solve(dev, &u0, 0.0, sweeps));
+                let u = u.to_vec().unwrap_or_else(|e| fail(e.to_string()));
+                (t, k == sweeps && jacobi::max_error(&u, &r1) <= 1e-4)
+            }),
+            check: Box::new(move |d, sfx, _| {
+                let u = read_f32(&d.join(format!("jacobi_u.{sfx}.bin")));
+                u.len() == n * n && jacobi::max_error(&u, &r2) <= 1e-4
+            }),
+        });
+    }
 
     // ---- SpMV
     let a = Csr::poisson2d(s.spmv_m);
@@ -480,60 +475,46 @@ fn jobs(s: Sizes, dir: &Path) -> Vec<Job> {
             }
         };
         let ok = std::rc::Rc::new(ok);
-        let ok2 = ok.clone();
-        let (ok3, ok4) = (ok.clone(), ok.clone());
-        let (a2, b2) = (a.clone(), b.clone());
-        jobs.push(Job {
-            name: "cg",
-            title: label.clone(),
-            args: vec![
-                a.rows.to_string(),
-                a.nnz().to_string(),
-                maxit.to_string(),
-                format!("{tol:e}"),
-            ],
-            weft: Box::new(move |dev, reps| {
-                // As the CUDA baseline: b on the device before, x read back after the
-                // timed solves.
-                let da = cg::DeviceCsr::new(&a2).unwrap_or_else(|e| fail(e.to_string()));
-                let b = weft::Array::from_slice([b2.len()], &b2[..])
-                    .unwrap_or_else(|e| fail(e.to_string()));
-                b.to_device(dev).unwrap_or_else(|e| fail(e.to_string()));
-                let (t, sol) = time_weft(reps, || cg::cg_arrays(dev, &da, &b, tol, maxit));
-                (
-                    t,
-                    ok(&sol.x.to_vec().unwrap_or_else(|e| fail(e.to_string()))),
-                )
-            }),
-            check: Box::new(move |d, sfx, _| ok2(&read_f64(&d.join(format!("cg_x.{sfx}.bin"))))),
-        });
-        // The same solve with one iteration recorded and replayed (issue 23): ‖r‖ read
-        // every iteration to a tolerance (the same iterations and bits as above), every
-        // 10 for a fixed count.
-        let (a3, b3) = (a.clone(), b.clone());
+        // One by one, and with one iteration recorded and replayed (issue 23): ‖r‖ read
+        // every iteration to a tolerance (the same iterations and bits), every 10 for a
+        // fixed count.
         let every = if tol > 0.0 { 1 } else { 10 };
-        jobs.push(Job {
-            name: "cg",
-            title: format!("{label}, recorded sequence"),
-            args: vec![
-                a.rows.to_string(),
-                a.nnz().to_string(),
-                maxit.to_string(),
-                format!("{tol:e}"),
-            ],
-            weft: Box::new(move |dev, reps| {
-                let da = cg::DeviceCsr::new(&a3).unwrap_or_else(|e| fail(e.to_string()));
-                let b = weft::Array::from_slice([b3.len()], &b3[..])
-                    .unwrap_or_else(|e| fail(e.to_string()));
-                b.to_device(dev).unwrap_or_else(|e| fail(e.to_string()));
-                let (t, sol) = time_weft(reps, || cg::cg_recorded(dev, &da, &b, tol, maxit, every));
-                (
-                    t,
-                    ok3(&sol.x.to_vec().unwrap_or_else(|e| fail(e.to_string()))),
-                )
-            }),
-            check: Box::new(move |d, sfx, _| ok4(&read_f64(&d.join(format!("cg_x.{sfx}.bin"))))),
-        });
+        for (suffix, recorded) in [("", false), (", recorded sequence", true)] {
+            let (ok1, ok2) = (ok.clone(), ok.clone());
+            let (a2, b2) = (a.clone(), b.clone());
+            jobs.push(Job {
+                name: "cg",
+                title: format!("{label}{suffix}"),
+                args: vec![
+                    a.rows.to_string(),
+                    a.nnz().to_string(),
+                    maxit.to_string(),
+                    format!("{tol:e}"),
+                ],
+                weft: Box::new(move |dev, reps| {
+                    // As the CUDA baseline: b on the device before, x read back after the
+                    // timed solves.
+                    let da = cg::DeviceCsr::new(&a2).unwrap_or_else(|e| fail(e.to_string()));
+                    let b = weft::Array::from_slice([b2.len()], &b2[..])
+                        .unwrap_or_else(|e| fail(e.to_string()));
+                    b.to_device(dev).unwrap_or_else(|e| fail(e.to_string()));
+                    let (t, sol) = time_weft(reps, || {
+                        if recorded {
+                            cg::cg_recorded(dev, &da, &b, tol, maxit, every)
+                        } else {
+                            cg::cg_arrays(dev, &da, &b, tol, maxit)
+                        }
+                    });
+                    (
+                        t,
+                        ok1(&sol.x.to_vec().unwrap_or_else(|e| fail(e.to_string()))),
+                    )
+                }),
+                check: Box::new(move |d, sfx, _| {
+                    ok2(&read_f64(&d.join(format!("cg_x.{sfx}.bin"))))
+                }),
+            });
+        }
     }
 
     // ---- EP

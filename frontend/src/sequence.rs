@@ -17,7 +17,7 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::exec::{run, ArgVal, Prepared};
 use crate::scalar::Elem;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
@@ -102,8 +102,27 @@ struct Recorder {
     base: Vec<usize>,
 }
 
+impl Recorder {
+    /// The slot of `d` when its storage is an input or a launch result of the recording.
+    fn slot(&self, d: &ArrayData) -> Option<Slot> {
+        let Source::Stored(s) = &d.source else {
+            return None;
+        };
+        let src = *self.known.get(&addr(s))?;
+        let base = match src {
+            Src::Input(i) => self.base[i],
+            Src::Out(..) => 0,
+        };
+        Some(Slot {
+            src,
+            offset: d.offset - base,
+            shape: d.shape.clone(),
+            boundary: d.boundary,
+        })
+    }
+}
+
 thread_local! {
-    static RECORDING: Cell<bool> = const { Cell::new(false) };
     static RECORDER: RefCell<Option<Recorder>> = const { RefCell::new(None) };
 }
 
@@ -111,9 +130,9 @@ fn addr(s: &Arc<Storage>) -> usize {
     Arc::as_ptr(s) as usize
 }
 
-/// Whether this thread is recording a sequence (one thread-local read).
+/// Whether this thread is recording a sequence.
 pub(crate) fn recording() -> bool {
-    RECORDING.with(Cell::get)
+    RECORDER.with(|r| r.borrow().is_some())
 }
 
 /// Errors when `s` holds an input or a result of the sequence this thread is recording:
@@ -162,22 +181,9 @@ pub(crate) fn note_launch(dev: &Device, l: &Prepared, outs: &[ArrayData]) {
             .args
             .iter()
             .map(|a| match a {
-                ArgVal::Array(d) => match &d.source {
-                    Source::Stored(s) => match r.known.get(&addr(s)) {
-                        Some(&src) => StepArg::Slot(Slot {
-                            src,
-                            offset: d.offset
-                                - match src {
-                                    Src::Input(i) => r.base[i],
-                                    Src::Out(..) => 0,
-                                },
-                            shape: d.shape.clone(),
-                            boundary: d.boundary,
-                        }),
-                        None => StepArg::Fixed(a.clone()),
-                    },
-                    Source::Grid => StepArg::Fixed(a.clone()),
-                },
+                ArgVal::Array(d) => r
+                    .slot(d)
+                    .map_or_else(|| StepArg::Fixed(a.clone()), StepArg::Slot),
                 ArgVal::Uniform(_) => StepArg::Fixed(a.clone()),
             })
             .collect();
@@ -267,7 +273,6 @@ struct Stop;
 
 impl Drop for Stop {
     fn drop(&mut self) {
-        RECORDING.with(|c| c.set(false));
         RECORDER.with(|r| r.borrow_mut().take());
     }
 }
@@ -316,7 +321,6 @@ impl<I: Arrays, O: Arrays> Sequence<I, O> {
         }
         let ins = I::from_bundle(Bundle { outs: given })?;
         RECORDER.with(|r| *r.borrow_mut() = Some(rec));
-        RECORDING.with(|c| c.set(true));
         let stop = Stop;
         let out = f(ins);
         let rec = RECORDER
@@ -328,25 +332,7 @@ impl<I: Arrays, O: Arrays> Sequence<I, O> {
             .to_bundle()
             .outs
             .into_iter()
-            .map(|d| {
-                let src = match &d.source {
-                    Source::Stored(s) => rec.known.get(&addr(s)).copied(),
-                    Source::Grid => None,
-                };
-                match src {
-                    Some(src) => OutSrc::Slot(Slot {
-                        src,
-                        offset: d.offset
-                            - match src {
-                                Src::Input(i) => rec.base[i],
-                                Src::Out(..) => 0,
-                            },
-                        shape: d.shape.clone(),
-                        boundary: d.boundary,
-                    }),
-                    None => OutSrc::Fixed(d),
-                }
-            })
+            .map(|d| rec.slot(&d).map_or(OutSrc::Fixed(d), OutSrc::Slot))
             .collect();
         let all_cpu = rec
             .steps
@@ -427,7 +413,7 @@ impl<I: Arrays, O: Arrays> Sequence<I, O> {
         let mut results: Vec<smallvec::SmallVec<[Arc<Storage>; 4]>> =
             Vec::with_capacity(self.steps.len());
         let view = |s: &Slot, results: &[smallvec::SmallVec<[Arc<Storage>; 4]>]| match s.src {
-            Src::Input(i) => slot_view(s, input_storage(&ins[i]), ins[i].offset),
+            Src::Input(i) => slot_view(s, input_storage(&ins[i]).clone(), ins[i].offset),
             Src::Out(st, k) => slot_view(s, results[st][k].clone(), 0),
         };
         for step in &self.steps {
@@ -461,10 +447,7 @@ impl<I, O> Sequence<I, O> {
     fn replay_cpu(&self, ins: &[ArrayData]) -> Result<Vec<ArrayData>> {
         let in_bufs = ins
             .iter()
-            .map(|d| match &d.source {
-                Source::Stored(s) => Ok((s.host()?, d.offset)),
-                Source::Grid => unreachable!("checked by replay_data"),
-            })
+            .map(|d| Ok((input_storage(d).host()?, d.offset)))
             .collect::<Result<smallvec::SmallVec<[_; 6]>>>()?;
         let mut results: Vec<smallvec::SmallVec<[Option<Arc<HostBuffer>>; 4]>> =
             Vec::with_capacity(self.steps.len());
@@ -491,15 +474,14 @@ impl<I, O> Sequence<I, O> {
                 }
             };
             let outs = {
-                let bufs: smallvec::SmallVec<[Option<(&HostBuffer, usize)>; 8]> = step
-                    .args
-                    .iter()
-                    .zip(&bound.fixed)
-                    .map(|(a, f)| match a {
-                        StepArg::Slot(s) => Some(slot(s)),
-                        StepArg::Fixed(_) => f.as_ref().map(|(b, o)| (&**b, *o)),
-                    })
-                    .collect();
+                let bufs = step_args(
+                    step,
+                    &bound.fixed,
+                    |b| &**b,
+                    &slot,
+                    |buf, offset, _| Some((buf, offset)),
+                    |_| None,
+                );
                 cpu.run_bound(&bound.launch, &bufs).map_err(|e| {
                     Error::argument(format!(
                         "replayed launch of @{} failed: {e}",
@@ -528,7 +510,7 @@ impl<I, O> Sequence<I, O> {
             .iter()
             .map(|o| match o {
                 OutSrc::Slot(s) => match s.src {
-                    Src::Input(i) => slot_view(s, input_storage(&ins[i]), ins[i].offset),
+                    Src::Input(i) => slot_view(s, input_storage(&ins[i]).clone(), ins[i].offset),
                     Src::Out(st, k) => slot_view(s, result(st, k), 0),
                 },
                 OutSrc::Fixed(d) => d.clone(),
@@ -538,9 +520,9 @@ impl<I, O> Sequence<I, O> {
 }
 
 /// The storage of a replay input (made contiguous and checked by `replay_data`).
-fn input_storage(d: &ArrayData) -> Arc<Storage> {
+fn input_storage(d: &ArrayData) -> &Arc<Storage> {
     match &d.source {
-        Source::Stored(st) => st.clone(),
+        Source::Stored(st) => st,
         Source::Grid => unreachable!("checked by replay_data"),
     }
 }
@@ -567,14 +549,11 @@ impl<I, O> Sequence<I, O> {
         };
         let in_bufs = ins
             .iter()
-            .map(|d| match &d.source {
-                Source::Stored(s) => Ok((s.cuda(gpu)?, d.offset)),
-                Source::Grid => unreachable!("checked by replay_data"),
-            })
+            .map(|d| Ok((input_storage(d).cuda(gpu)?, d.offset)))
             .collect::<Result<smallvec::SmallVec<[_; 6]>>>()?;
         let mut results: Vec<smallvec::SmallVec<[Option<CudaBuffer>; 4]>> =
             Vec::with_capacity(self.steps.len());
-        // Every launch's words in one vector; launch `s`'s end at `ends[s]`.
+        // Every launch's words in one vector; launch `s`'s at `ranges[s]`.
         let mut words: Vec<u64> = Vec::with_capacity(
             self.steps
                 .iter()
@@ -582,7 +561,8 @@ impl<I, O> Sequence<I, O> {
                 .map(|b| CudaDevice::bound_word_count(&b.launch))
                 .sum(),
         );
-        let mut ends: smallvec::SmallVec<[usize; 16]> = smallvec::SmallVec::new();
+        let mut ranges: smallvec::SmallVec<[std::ops::Range<usize>; 16]> =
+            smallvec::SmallVec::new();
         for (si, step) in self.steps.iter().enumerate() {
             let slot = |s: &Slot| -> (&CudaBuffer, usize) {
                 match s.src {
@@ -605,19 +585,19 @@ impl<I, O> Sequence<I, O> {
             let Some(bound) = bound else {
                 return Ok(None);
             };
+            let at = words.len();
             let outs = {
-                let bufs: smallvec::SmallVec<[Option<(&CudaBuffer, usize)>; 8]> = step
-                    .args
-                    .iter()
-                    .zip(&bound.fixed)
-                    .map(|(a, f)| match a {
-                        StepArg::Slot(s) => Some(slot(s)),
-                        StepArg::Fixed(_) => f.as_ref().map(|(b, o)| (b, *o)),
-                    })
-                    .collect();
+                let bufs = step_args(
+                    step,
+                    &bound.fixed,
+                    |b| b,
+                    &slot,
+                    |buf, offset, _| Some((buf, offset)),
+                    |_| None,
+                );
                 gpu.bound_words(&bound.launch, &bufs, &mut words)?
             };
-            ends.push(words.len());
+            ranges.push(at..words.len());
             results.push(outs.into_iter().map(Some).collect());
             // Released buffers go back to the device's pool: a later launch of the graph
             // that reuses one runs after every earlier one (the nodes are a chain).
@@ -628,11 +608,10 @@ impl<I, O> Sequence<I, O> {
         let launches: smallvec::SmallVec<[(&CudaBoundLaunch, &[u64]); 16]> = self
             .steps
             .iter()
-            .enumerate()
-            .map(|(k, s)| {
+            .zip(&ranges)
+            .map(|(s, r)| {
                 let b = s.cuda_bound.get().and_then(Option::as_ref);
-                let from = if k == 0 { 0 } else { ends[k - 1] };
-                (&b.expect("bound above").launch, &words[from..ends[k]])
+                (&b.expect("bound above").launch, &words[r.clone()])
             })
             .collect();
         let mut graph = self.graph.lock().unwrap_or_else(|e| e.into_inner());
@@ -673,7 +652,7 @@ fn step_args<'x, T: ?Sized, B, A>(
     slot: &dyn Fn(&Slot) -> (&'x T, usize),
     array: impl Fn(&'x T, usize, &'x [usize]) -> A,
     uniform: impl Fn(weft_ir::Const) -> A,
-) -> Vec<A> {
+) -> smallvec::SmallVec<[A; 8]> {
     step.args
         .iter()
         .zip(fixed)

@@ -1184,20 +1184,11 @@ impl CpuDevice {
             let (Some(a), Some((buf, offset))) = (a, buf) else {
                 continue;
             };
-            if buf.elem() != a.elem || offset.checked_add(a.len).is_none_or(|e| e > buf.len()) {
-                return Err(RunError::BadInput {
-                    program: p.name.clone(),
-                    param: p.param_name(i).to_string(),
-                    message: format!(
-                        "bound to {} elements of {}, given elements {offset}.. of a buffer of {} {}",
-                        a.len,
-                        a.elem,
-                        buf.len(),
-                        buf.elem()
-                    ),
-                }
-                .into());
-            }
+            crate::plan::check_bound(
+                (&p.name, p.param_name(i)),
+                (a.elem, a.len),
+                (buf.elem(), *offset, buf.len()),
+            )?;
             let lb = buf.lane_bytes();
             for l in 0..buf.lanes() {
                 words[a.word + l] = buf.plane(l)[offset * lb..].as_ptr() as u64;

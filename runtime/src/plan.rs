@@ -25,3 +25,25 @@ pub(crate) fn check_ranges(
     }
     Ok(())
 }
+
+/// Checks a buffer given to a bound launch (issue 23's replays): `elem` elements, holding
+/// the `len` elements read from `offset` (`bound`: the element type and count it was bound
+/// to). Errors name the program and parameter.
+pub(crate) fn check_bound(
+    (program, param): (&str, &str),
+    bound: (weft_ir::Type, usize),
+    (elem, offset, buf_len): (weft_ir::Type, usize, usize),
+) -> Result<(), RunError> {
+    let (want, len) = bound;
+    if elem == want && offset.checked_add(len).is_some_and(|e| e <= buf_len) {
+        return Ok(());
+    }
+    Err(RunError::BadInput {
+        program: program.to_string(),
+        param: param.to_string(),
+        message: format!(
+            "bound to {len} elements of {want}, given elements {offset}.. of a buffer of \
+             {buf_len} {elem}"
+        ),
+    })
+}

@@ -103,6 +103,32 @@ fn spmv_dot_program() -> Result<Program> {
     })
 }
 
+/// CG's x/r update with the r·r products: inputs x, r, p, q, then whatever `alpha` records
+/// (a uniform, or one-element arrays it reads α from).
+fn update_program(name: &str, alpha: impl Fn() -> Value1d) -> Result<Program> {
+    Program::record_named(name, || {
+        let x = In::<Value1d>::named("x");
+        let r = In::<Value1d>::named("r");
+        let p = In::<Value1d>::named("p");
+        let q = In::<Value1d>::named("q");
+        let alpha = alpha();
+        let r2 = &r - &alpha * q;
+        Out::named("x", x + &alpha * p);
+        Out::named("rr", &r2 * &r2);
+        Out::named("r", r2);
+    })
+}
+
+/// CG's new direction `r + β p`: inputs r, p, then whatever `beta` records.
+fn direction_program(name: &str, beta: impl Fn() -> Value1d) -> Result<Program> {
+    Program::record_named(name, || {
+        let r = In::<Value1d>::named("r");
+        let p = In::<Value1d>::named("p");
+        let beta = beta();
+        Out::named("p", r + beta * p);
+    })
+}
+
 /// `bb = b ⊙ b` (for ‖b‖).
 fn square_program() -> Result<Program> {
     Program::record_named("square", || {
@@ -162,23 +188,8 @@ pub fn cg_arrays(
     maxit: usize,
 ) -> Result<SolveArrays> {
     let spmv_dot = spmv_dot_program()?;
-    let update = Program::record_named("update", || {
-        let x = In::<Value1d>::named("x");
-        let r = In::<Value1d>::named("r");
-        let p = In::<Value1d>::named("p");
-        let q = In::<Value1d>::named("q");
-        let alpha = Param::uniform::<Value1d>("alpha");
-        let r2 = &r - &alpha * q;
-        Out::named("x", x + &alpha * p);
-        Out::named("rr", &r2 * &r2);
-        Out::named("r", r2);
-    })?;
-    let direction = Program::record_named("direction", || {
-        let r = In::<Value1d>::named("r");
-        let p = In::<Value1d>::named("p");
-        let beta = Param::uniform::<Value1d>("beta");
-        Out::named("p", r + beta * p);
-    })?;
+    let update = update_program("update", || Param::uniform::<Value1d>("alpha"))?;
+    let direction = direction_program("direction", || Param::uniform::<Value1d>("beta"))?;
     let (square, zeros) = (square_program()?, zeros_program()?);
     let n = a.n;
     dev.scope(|| {
@@ -259,27 +270,14 @@ pub fn cg_recorded(
     every: usize,
 ) -> Result<SolveArrays> {
     let spmv_dot = spmv_dot_program()?;
-    let update = Program::record_named("update_dev", || {
-        let x = In::<Value1d>::named("x");
-        let r = In::<Value1d>::named("r");
-        let p = In::<Value1d>::named("p");
-        let q = In::<Value1d>::named("q");
-        let rr = InArray::<1, Value1d>::named("rr", Boundary::Clamp);
-        let pq = InArray::<1, Value1d>::named("pq", Boundary::Clamp);
-        let alpha = rr.read(0) / pq.read(0);
-        let r2 = &r - &alpha * q;
-        Out::named("x", x + &alpha * p);
-        Out::named("rr", &r2 * &r2);
-        Out::named("r", r2);
-    })?;
-    let direction = Program::record_named("direction_dev", || {
-        let r = In::<Value1d>::named("r");
-        let p = In::<Value1d>::named("p");
-        let rr2 = InArray::<1, Value1d>::named("rr2", Boundary::Clamp);
-        let rr = InArray::<1, Value1d>::named("rr", Boundary::Clamp);
-        let beta = rr2.read(0) / rr.read(0);
-        Out::named("p", r + beta * p);
-    })?;
+    // α = r·r / p·q and β = r'·r' / r·r from one-element arrays, in the host's order.
+    let ratio = |num: &str, den: &str| {
+        let n = InArray::<1, Value1d>::named(num, Boundary::Clamp);
+        let d = InArray::<1, Value1d>::named(den, Boundary::Clamp);
+        n.read(0) / d.read(0)
+    };
+    let update = update_program("update_dev", || ratio("rr", "pq"))?;
+    let direction = direction_program("direction_dev", || ratio("rr2", "rr"))?;
     let (square, zeros) = (square_program()?, zeros_program()?);
     let n = a.n;
     dev.scope(|| {

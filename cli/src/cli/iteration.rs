@@ -235,6 +235,29 @@ fn slot_shapes<B>(cur: &[Slot<B>]) -> Vec<Vec<usize>> {
         .collect()
 }
 
+/// The arguments of a CUDA launch over `cur`.
+fn cuda_args(cur: &[Slot<CudaBuffer>]) -> Vec<CudaArg<'_>> {
+    cur.iter()
+        .map(|s| match s {
+            Slot::Array(buf, shape) => CudaArg::Array {
+                buf,
+                offset: 0,
+                shape,
+            },
+            Slot::Uniform(c) => CudaArg::Uniform(*c),
+        })
+        .collect()
+}
+
+/// Whether the array arguments have `shapes` (from [`slot_shapes`]): no allocation per step.
+fn same_shapes<B>(shapes: &[Vec<usize>], cur: &[Slot<B>]) -> bool {
+    shapes.len() == cur.len()
+        && shapes.iter().zip(cur).all(|(s, c)| match c {
+            Slot::Array(_, shape) => s == shape,
+            Slot::Uniform(_) => s.is_empty(),
+        })
+}
+
 /// A buffer [`Plan::run_resident`] reads back: in place on the host, downloaded from a GPU.
 trait ReadBack {
     fn read(&self) -> Result<Cow<'_, HostBuffer>, CliError>;
@@ -274,8 +297,9 @@ impl Plan {
     ) -> Result<(Vec<HostArray>, u64), CliError> {
         let prog = gpu.prepare(m, name).map_err(runtime_err)?;
         // The step is bound once (issue 23) and queued as a one-node CUDA graph; bound again
-        // only if a feed changes an argument's shape.
-        let mut bound: Option<(CudaBoundLaunch, Vec<Vec<usize>>)> = None;
+        // only if a feed changes an argument's shape. `None` inside: not bindable
+        // (interleaved tuple arrays), so each step takes the general path.
+        let mut bound: Option<(Option<CudaBoundLaunch>, Vec<Vec<usize>>)> = None;
         let mut graphs: Vec<CudaGraphExec> = Vec::new();
         self.run_resident(
             ins,
@@ -284,33 +308,20 @@ impl Plan {
                     .map_err(runtime_err)
             },
             |cur| {
-                let shapes = slot_shapes(cur);
-                if bound.as_ref().is_none_or(|b| b.1 != shapes) {
-                    let args: Vec<CudaArg> = cur
-                        .iter()
-                        .map(|s| match s {
-                            Slot::Array(buf, shape) => CudaArg::Array {
-                                buf,
-                                offset: 0,
-                                shape,
-                            },
-                            Slot::Uniform(c) => CudaArg::Uniform(*c),
-                        })
-                        .collect();
-                    match gpu.bind(&prog, &args, shape).map_err(runtime_err)? {
-                        Some(b) => bound = Some((b, shapes)),
-                        None => {
-                            // Not bindable (interleaved tuple arrays): the general path.
-                            let mut l = gpu
-                                .launch_buffers_prepared(&prog, &args, shape)
-                                .map_err(runtime_err)?;
-                            l.enqueue().map_err(runtime_err)?;
-                            let launch = l.launch().shape().to_vec();
-                            return Ok((l.into_outputs(), launch));
-                        }
-                    }
+                if bound.as_ref().is_none_or(|b| !same_shapes(&b.1, cur)) {
+                    let b = gpu
+                        .bind(&prog, &cuda_args(cur), shape)
+                        .map_err(runtime_err)?;
+                    bound = Some((b, slot_shapes(cur)));
                 }
-                let (b, _) = bound.as_ref().expect("bound above");
+                let Some(b) = bound.as_ref().and_then(|b| b.0.as_ref()) else {
+                    let mut l = gpu
+                        .launch_buffers_prepared(&prog, &cuda_args(cur), shape)
+                        .map_err(runtime_err)?;
+                    l.enqueue().map_err(runtime_err)?;
+                    let launch = l.launch().shape().to_vec();
+                    return Ok((l.into_outputs(), launch));
+                };
                 let bufs: Vec<Option<(&CudaBuffer, usize)>> = cur
                     .iter()
                     .map(|s| match s {
@@ -349,8 +360,7 @@ impl Plan {
             ins,
             |a| Ok(HostBuffer::from_host_array(a)),
             |cur| {
-                let shapes = slot_shapes(cur);
-                if bound.as_ref().is_none_or(|b| b.1 != shapes) {
+                if bound.as_ref().is_none_or(|b| !same_shapes(&b.1, cur)) {
                     let args: Vec<BufArg> = cur
                         .iter()
                         .map(|s| match s {
@@ -363,7 +373,7 @@ impl Plan {
                         })
                         .collect();
                     let b = cpu.bind(&prog, &args, shape).map_err(runtime_err)?;
-                    bound = Some((b, shapes));
+                    bound = Some((b, slot_shapes(cur)));
                 }
                 let (b, _) = bound.as_ref().expect("bound above");
                 let bufs: Vec<Option<(&HostBuffer, usize)>> = cur

@@ -13,6 +13,8 @@ pub(crate) const GRAPHS_KEPT: usize = 4;
 /// An array parameter of a [`CudaBoundLaunch`]: where its plane addresses go, what it reads.
 struct BoundArray {
     word: usize,
+    /// The parameter's name (for errors).
+    param: String,
     elem: Type,
     /// Elements read from its offset.
     len: usize,
@@ -159,6 +161,7 @@ impl CudaDevice {
                     }
                     Some(BoundArray {
                         word: w,
+                        param: p.param_name(i).to_string(),
                         elem: buf.elem,
                         len: shape.iter().product(),
                     })
@@ -203,25 +206,23 @@ impl CudaDevice {
         let at = all.len();
         all.extend_from_slice(&b.words);
         let words = &mut all[at..];
-        for (k, (a, buf)) in b.arrays.iter().zip(bufs).enumerate() {
+        for (a, buf) in b.arrays.iter().zip(bufs) {
             let (Some(a), Some((buf, offset))) = (a, buf) else {
                 continue;
             };
-            if !Arc::ptr_eq(&buf.dev, i)
-                || buf.elem != a.elem
-                || offset.checked_add(a.len).is_none_or(|e| e > buf.len)
-            {
+            if !Arc::ptr_eq(&buf.dev, i) {
                 return Err(RunError::BadInput {
                     program: b.name.clone(),
-                    param: k.to_string(),
-                    message: format!(
-                        "bound to {} elements of {} on this device, given elements {offset}.. \
-                         of a buffer of {} {}",
-                        a.len, a.elem, buf.len, buf.elem
-                    ),
+                    param: a.param.clone(),
+                    message: "a buffer of another device".into(),
                 }
                 .into());
             }
+            crate::plan::check_bound(
+                (&b.name, &a.param),
+                (a.elem, a.len),
+                (buf.elem, *offset, buf.len),
+            )?;
             let lb = buf.lane_bytes();
             for l in 0..buf.lanes() {
                 words[a.word + l] = buf.buf.ptr + ((l * buf.stride + offset) * lb) as u64;
