@@ -483,6 +483,30 @@ impl ArrayData {
         }
     }
 
+    /// The device copy on CUDA device `ordinal` that a kernel may write in place: when the
+    /// view is the whole of a storage held by this array alone, with no pending launch, no
+    /// host copy (it would go stale), one device copy of exactly its length and no other
+    /// handle to that device memory. The storage keeps the copy, so the array holds what
+    /// the kernel writes. `None` otherwise (the caller copies).
+    pub(crate) fn unique_cuda(&mut self, ordinal: usize) -> Option<CudaBuffer> {
+        if self.offset != 0 || !self.contiguous() {
+            return None;
+        }
+        let n = self.len();
+        let Source::Stored(s) = &mut self.source else {
+            return None;
+        };
+        // A deferred result runs first (an error shows again where the caller reads it).
+        s.resolve().ok()?;
+        let state = Arc::get_mut(s)?.state.get_mut().ok()?;
+        match (&state.pending, &state.host, state.cuda.as_slice()) {
+            (None, None, [c]) if c.ordinal() == ordinal && c.len() == n && c.is_unique() => {
+                Some(c.clone())
+            }
+            _ => None,
+        }
+    }
+
     /// The view's elements, row-major, in a fresh host buffer.
     pub(crate) fn to_host_buffer(&self) -> Result<HostBuffer> {
         let n = self.len();

@@ -16,7 +16,10 @@
 //!   columns' results, in order, are the next level; the last level (one block) combines
 //!   its columns pairwise. `reduce.small` does the last two levels in one launch element
 //!   (scalar code on the CPU), for at most `SMALL` (2,048) elements on the CPU and `GPU_SMALL` (32)
-//!   on a GPU.
+//!   on a GPU. On a GPU, scalar states above one block run two levels per launch instead
+//!   (`reduce.pair`, kernel mode: a work-group folds 64 blocks' columns into shared memory
+//!   and then the 16 columns of the one level-2 block they make), so 2^26 elements take two
+//!   launches, not five.
 //! - [`crate::reduce`] with a user combiner, which need not commute, keeps the order of the
 //!   elements: a level cuts its elements into blocks of [`SEGMENT`] = [`LANES`] runs of
 //!   [`RUN`], folds each run left to right, combines a block's runs pairwise (run `j` with
@@ -234,8 +237,10 @@ enum Kind {
     Tree,
     /// `reduce.block`: one launch element per block, runs and tree fused.
     Block,
-    /// `reduce.zeros`: the output buffers of `reduce.runs`.
+    /// `reduce.zeros`: the output buffers of `reduce.runs` and `reduce.pair`.
     Zeros,
+    /// `reduce.pair`: two levels of a built-in reduction per kernel-mode launch (a GPU's).
+    Pair,
 }
 static PASSES: Memo<CacheKey, Arc<Module>> = std::sync::OnceLock::new();
 
@@ -623,15 +628,10 @@ fn div_up(b: &mut ProgramBuilder, a: weft_ir::Value, d: usize) -> weft_ir::Value
 
 /// `reduce.level` (launch shape `[level_outputs(n)]`): element `e` folds column `e mod 16`
 /// of block `⌊e / 16⌋` of the level's `n` elements — its elements `1024·b + j + 16·r` for rows
-/// `r` = 0 … 63 — top to bottom (for a combiner whose result does not depend on the order,
-/// `Combiner::any_order`, in [`ACCUMULATORS`] interleaved chains combined at the end: the
-/// same bits, without one chain's latency per row). Straight-line code: rows past the end
-/// read as the combiner's identity, so there is no branch, and [`CHUNK`] loads are issued
-/// before they are combined.
+/// `r` = 0 … 63 — top to bottom ([`fold_block_column`]).
 fn level_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Module> {
     let mut b = ProgramBuilder::new("reduce.level");
     let (src, _n) = Source::declare_padded(&mut b, c, map, elems)?;
-    let cp = c.program().clone();
     let e = b.index(Type::i32());
     let mask = i32c(&mut b, COLS - 1);
     let j = b.op(Opcode::And, &[e, mask]);
@@ -639,17 +639,34 @@ fn level_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Mo
     let rows_c = i32c(&mut b, ROWS);
     let start = b.op(Opcode::Mul, &[first_col, rows_c]);
     let base = b.op(Opcode::Add, &[start, j]);
+    let acc = fold_block_column(&mut b, c, &src, base);
+    finish_level(b, c, map, &acc)
+}
+
+/// Folds the column whose first element is `base` — elements `base + 16·r` for rows `r` =
+/// 0 … 63 — top to bottom into new variables (for a combiner whose result does not depend on
+/// the order, `Combiner::any_order`, in [`ACCUMULATORS`] interleaved chains combined at the
+/// end: the same bits, without one chain's latency per row). Straight-line code: rows past
+/// the end read as the combiner's identity, and [`CHUNK`] loads are issued before they are
+/// combined.
+fn fold_block_column(
+    b: &mut ProgramBuilder,
+    c: &Combiner,
+    src: &Source,
+    base: weft_ir::Value,
+) -> Vec<weft_ir::builder::Variable> {
+    let cp = c.program().clone();
     // Row r goes to accumulator r mod k: one chain (k = 1) keeps the order of the rows; a
     // combiner that gives the same bits in any order gets k independent chains, combined
     // at the end, so that the column's loads do not wait on one another's combines.
     let k = if c.any_order { ACCUMULATORS } else { 1 };
     let accs: Vec<Vec<weft_ir::builder::Variable>> = (0..k)
-        .map(|a| state_vars(&mut b, c, &format!("acc{a}")))
+        .map(|a| state_vars(b, c, &format!("acc{a}")))
         .collect();
     for (a, vars) in accs.iter().enumerate() {
-        let off = i32c(&mut b, a * COLS);
+        let off = i32c(b, a * COLS);
         let p = b.op(Opcode::Add, &[base, off]);
-        let x = src.item(&mut b, p);
+        let x = src.item(b, p);
         for (&v, x) in vars.iter().zip(x) {
             b.def_var(v, x);
         }
@@ -658,17 +675,17 @@ fn level_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Mo
         let xs: Vec<(usize, Vec<weft_ir::Value>)> = chunk
             .iter()
             .map(|&r| {
-                let off = i32c(&mut b, r * COLS);
+                let off = i32c(b, r * COLS);
                 let p = b.op(Opcode::Add, &[base, off]);
-                (r % k, src.item(&mut b, p))
+                (r % k, src.item(b, p))
             })
             .collect();
         for (a, x) in xs {
-            combine_into(&mut b, &cp, &accs[a], &x);
+            combine_into(b, &cp, &accs[a], &x);
         }
     }
-    column_tree(&mut b, c, &accs);
-    finish_level(b, c, map, &accs[0])
+    column_tree(b, c, &accs);
+    accs.into_iter().next().expect("k >= 1")
 }
 
 /// Combines the columns `cols` of one block pairwise — column `j` with `j + o` for `o` = 1,
@@ -791,8 +808,9 @@ fn runs_kernel_program(c: &Combiner, elem: Type) -> Result<Module> {
     let cp = c.program().clone();
     // Stage: element e = 32·k + l of the segment goes to s[(e / RUN)·pitch + e mod RUN].
     // Straight-line code, STAGE loads before their stores, so that a work-item has that many
-    // loads in flight (a loop waited on each load before the next); positions past the end
-    // read clamped values into places no run reads.
+    // loads in flight (a loop waited on each load before the next; all 64 at once took as
+    // long on an H200, with half the warps resident for the registers); positions past the
+    // end read clamped values into places no run reads.
     let zero = i32c(&mut b, 0);
     let one = i32c(&mut b, 1);
     const STAGE: usize = 16;
@@ -870,6 +888,171 @@ fn runs_kernel_program(c: &Combiner, elem: Type) -> Result<Module> {
     Ok(m)
 }
 
+/// Elements of one work-group of `reduce.pair`: [`ROWS`] blocks of [`SPAN`], so that the
+/// group's level-1 results are one whole block of level 2.
+const PAIR_SPAN: usize = ROWS * SPAN;
+
+/// Work-items of a `reduce.pair` work-group: one per level-1 column of its [`PAIR_SPAN`]
+/// elements (1,024 per group measured fastest on an H200 of 128, 256, 512 and 1,024 in
+/// bench/cuda/reduce.cu).
+const PAIR_ITEMS: usize = PAIR_SPAN / ROWS;
+
+/// `reduce.pair` (kernel mode; one work-group of [`PAIR_ITEMS`] work-items per
+/// [`PAIR_SPAN`] = 65,536 elements): two levels of a built-in reduction of scalar states in
+/// one launch, for a GPU. Work-item `l` of group `g` folds level-1 column `l mod 16` of block
+/// `64g + ⌊l / 16⌋` ([`fold_block_column`]) into shared memory, in the order of the level's
+/// outputs; then work-items 0 … 15 fold the 16 columns of that one level-2 block (positions
+/// `≥ n1`, the level-1 output count, read as the identity). With `last = 0` they write
+/// level 2's outputs `16g + l` (stores past the `o` buffers' end do nothing); with `last ≠ 0`
+/// (one group, `n1 ≤ 1024`: level 2 is the last level) work-item 0 combines the columns
+/// pairwise ([`column_tree`]) into `o[0]`. The same combinations as `reduce.level` twice (or
+/// `reduce.level` then the last level of `reduce.small`), so the same bits; one launch and no
+/// level-1 results in global memory.
+fn pair_kernel_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Module> {
+    let mut b = ProgramBuilder::new("reduce.pair");
+    b.make_kernel();
+    let (src, n) = Source::declare_padded(&mut b, c, map, elems)?;
+    let at = |t: Type| {
+        Type::array(1, t, Boundary::Clamp)
+            .ok_or_else(|| Error::argument(format!("reduce: no arrays of {t}")))
+    };
+    let outs = c
+        .state
+        .iter()
+        .enumerate()
+        .map(|(q, &t)| Ok(b.buffer(&format!("o{q}"), at(t)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let n1 = b.uniform("n1", Type::i32());
+    let last = b.uniform("last", Type::i32());
+    let items = i32c(&mut b, PAIR_ITEMS);
+    let cols_c = i32c(&mut b, COLS);
+    let level1 = c
+        .state
+        .iter()
+        .map(|&t| Ok(b.op_typed(Opcode::Shared, &[items], at(t)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let level2 = c
+        .state
+        .iter()
+        .map(|&t| Ok(b.op_typed(Opcode::Shared, &[cols_c], at(t)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let l = b.op_typed(Opcode::LocalId, &[], Type::i32());
+    let g = b.op_typed(Opcode::GroupId, &[], Type::i32());
+    let zero = i32c(&mut b, 0);
+    // Level 1: column l of the group's 64 blocks, whose output position is 16·⌊l/16⌋ + l mod 16
+    // = l within the group.
+    let span = i32c(&mut b, PAIR_SPAN);
+    let group_start = b.op(Opcode::Mul, &[g, span]);
+    let mask = i32c(&mut b, COLS - 1);
+    let j = b.op(Opcode::And, &[l, mask]);
+    let first_col = b.op(Opcode::Sub, &[l, j]);
+    let rows_c = i32c(&mut b, ROWS);
+    let block_start = b.op(Opcode::Mul, &[first_col, rows_c]);
+    let base = b.op(Opcode::Add, &[group_start, block_start]);
+    let base = b.op(Opcode::Add, &[base, j]);
+    // A column starting at or past the end has no level-1 output (level 2 reads the identity
+    // there), so it is not folded: the last launch's one group, whose `n ≤ 65,536` elements
+    // often fill a quarter of its columns, would otherwise run 64 rows for each of them.
+    let has = b.op(Opcode::Lt, &[base, n]);
+    b.if_(has, |b| {
+        let acc = fold_block_column(b, c, &src, base);
+        for (&sh, &v) in level1.iter().zip(&acc) {
+            let x = b.use_var(v);
+            b.effect(Opcode::Store, &[sh, l, x]);
+        }
+    });
+    b.effect(Opcode::Barrier, &[]);
+    // Level 2: work-item l < 16 folds column l of the group's level-1 outputs.
+    let cp = c.program().clone();
+    let ids: Vec<weft_ir::Value> = c
+        .state
+        .iter()
+        .zip(
+            c.identity
+                .as_ref()
+                .expect("built-in combiners have identities"),
+        )
+        .map(|(&t, bits)| b.constant(Const::from_lanes(t, &bits[..1])))
+        .collect();
+    let folds = b.op(Opcode::Lt, &[l, cols_c]);
+    b.if_(folds, |b| {
+        let first_out = b.op(Opcode::Mul, &[g, items]);
+        let vars = state_vars(b, c, "col");
+        let rows: Vec<Vec<weft_ir::Value>> = (0..ROWS)
+            .map(|r| {
+                let rc = i32c(b, r * COLS);
+                let q = b.op(Opcode::Add, &[l, rc]);
+                let pos = b.op(Opcode::Add, &[first_out, q]);
+                let inside = b.op(Opcode::Lt, &[pos, n1]);
+                level1
+                    .iter()
+                    .zip(&ids)
+                    .map(|(&sh, &id)| {
+                        let v = b.read(sh, q);
+                        b.select(inside, v, id)
+                    })
+                    .collect()
+            })
+            .collect();
+        for (r, x) in rows.into_iter().enumerate() {
+            if r == 0 {
+                for (&v, x) in vars.iter().zip(x) {
+                    b.def_var(v, x);
+                }
+            } else {
+                combine_into(b, &cp, &vars, &x);
+            }
+        }
+        for (&sh, &v) in level2.iter().zip(&vars) {
+            let x = b.use_var(v);
+            b.effect(Opcode::Store, &[sh, l, x]);
+        }
+    });
+    b.effect(Opcode::Barrier, &[]);
+    let more = b.op(Opcode::Eq, &[last, zero]);
+    let writes = b.op(Opcode::And, &[more, folds]);
+    b.if_(writes, |b| {
+        let gc = b.op(Opcode::Mul, &[g, cols_c]);
+        let at = b.op(Opcode::Add, &[gc, l]);
+        for (&sh, &o) in level2.iter().zip(&outs) {
+            let v = b.read(sh, l);
+            b.effect(Opcode::Store, &[o, at, v]);
+        }
+    });
+    let done = b.op(Opcode::Ne, &[last, zero]);
+    let first = b.op(Opcode::Eq, &[l, zero]);
+    let finishes = b.op(Opcode::And, &[done, first]);
+    b.if_(finishes, |b| {
+        let cols: Vec<Vec<weft_ir::builder::Variable>> = (0..COLS)
+            .map(|j| {
+                let jc = i32c(b, j);
+                level2
+                    .iter()
+                    .enumerate()
+                    .map(|(q, &sh)| {
+                        let v = b.declare_var(&format!("t{j}_{q}"), c.state[q]);
+                        let x = b.read(sh, jc);
+                        b.def_var(v, x);
+                        v
+                    })
+                    .collect()
+            })
+            .collect();
+        column_tree(b, c, &cols);
+        for (&v, &o) in cols[0].iter().zip(&outs) {
+            let x = b.use_var(v);
+            b.effect(Opcode::Store, &[o, zero, x]);
+        }
+    });
+    let mut m = built(b)?;
+    merge(&mut m, &c.module);
+    if let Some(mf) = map {
+        merge(&mut m, &mf.module);
+    }
+    weft_ir::verify_module(&m).map_err(Error::invalid)?;
+    Ok(m)
+}
+
 /// `reduce.zeros` (launch shape `[n]`): zeros of `t`, made where the launch runs (the
 /// output buffers of `reduce.runs`, with no upload).
 fn zeros_program(t: Type) -> Result<Module> {
@@ -895,9 +1078,7 @@ fn runs_kernel_level(dev: &Device, c: &Combiner, cur: &ArrayData, n: usize) -> R
     let st = c.state[0];
     let blocks = n.div_ceil(SEGMENT);
     let kernel = runs_kernel(c, cur.elem)?;
-    let zeros = cached(c, None, Kind::Zeros, &[st], || zeros_program(st))?;
-    let l = prepare(&zeros, "reduce.zeros", Vec::new(), Some(&[blocks]))?;
-    let mut out = crate::exec::defer(dev, l, None)?.remove(0);
+    let mut out = level_output(dev, c, st, blocks)?;
     let groups =
         u32::try_from(blocks).map_err(|_| Error::argument(format!("reduce: {blocks} segments")))?;
     let mut args = [
@@ -908,6 +1089,71 @@ fn runs_kernel_level(dev: &Device, c: &Combiner, cur: &ArrayData, n: usize) -> R
     kernel.launch_on(dev, &[groups], &[LANES as u32], &mut args)?;
     drop(args);
     Ok(out)
+}
+
+/// A new 1-D array of `len` elements of `t` for a kernel-mode level that writes every
+/// element: on a GPU, device memory with no launch to fill it (written in place by the
+/// kernel, which the array alone holds); elsewhere the output of `reduce.zeros`.
+fn level_output(dev: &Device, c: &Combiner, t: Type, len: usize) -> Result<ArrayData> {
+    if let crate::device::Kind::Cuda(gpu) = &*dev.0 {
+        let b = gpu.alloc_uninit(t, len)?;
+        return Ok(ArrayData::stored(
+            crate::array::Storage::from_resident(crate::array::Resident::Cuda(b)),
+            crate::array::Dims::from_slice(&[len]),
+        ));
+    }
+    let zeros = cached(c, None, Kind::Zeros, &[t], || zeros_program(t))?;
+    let l = prepare(&zeros, "reduce.zeros", Vec::new(), Some(&[len]))?;
+    Ok(crate::exec::defer(dev, l, None)?.remove(0))
+}
+
+/// The `reduce.pair` kernel for (`c`, `map`, element types `elems`), built once.
+fn pair_kernel(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<crate::dsl::Kernel> {
+    type Key = (u64, u64, smallvec::SmallVec<[Type; 4]>);
+    static KERNELS: Memo<Key, crate::dsl::Kernel> = std::sync::OnceLock::new();
+    let map_key = map.map_or(0, |m| {
+        weft_ir::launch::fingerprint(&m.module) ^ m.with_index as u64
+    });
+    memo(&KERNELS, (c.fingerprint, map_key, elems.into()), || {
+        let m = cached(c, map, Kind::Pair, elems, || {
+            pair_kernel_program(c, map, elems)
+        })?;
+        let p = crate::dsl::Program::from_module((*m).clone(), "reduce.pair")?;
+        Ok(crate::dsl::Kernel::from_program(p))
+    })
+}
+
+/// One launch of `reduce.pair` over the `n` elements of `cur` (one array per element
+/// component): level 2's outputs (`level_outputs(level_outputs(n))` of them), or with
+/// `last` (`n ≤ PAIR_SPAN`) the reduction's result, one element per state component.
+fn pair_level(
+    dev: &Device,
+    c: &Combiner,
+    map: Option<&MapFn>,
+    cur: &[ArrayData],
+    n: usize,
+    last: bool,
+) -> Result<Vec<ArrayData>> {
+    let elems: smallvec::SmallVec<[Type; 4]> = cur.iter().map(|a| a.elem).collect();
+    let kernel = pair_kernel(c, map, &elems)?;
+    let n1 = level_outputs(n);
+    let len = if last { 1 } else { level_outputs(n1) };
+    let mut outs = c
+        .state
+        .iter()
+        .map(|&t| level_output(dev, c, t, len))
+        .collect::<Result<Vec<_>>>()?;
+    let groups = u32::try_from(n.div_ceil(PAIR_SPAN))
+        .map_err(|_| Error::argument(format!("reduce: {n} elements")))?;
+    let mut args: Vec<crate::dsl::KernelArg<'_>> =
+        cur.iter().map(crate::dsl::KernelArg::array_data).collect();
+    args.push(crate::dsl::KernelArg::value(n as i32));
+    args.extend(outs.iter_mut().map(crate::dsl::KernelArg::buffer_data));
+    args.push(crate::dsl::KernelArg::value(n1 as i32));
+    args.push(crate::dsl::KernelArg::value(i32::from(last)));
+    kernel.launch_on(dev, &[groups], &[PAIR_ITEMS as u32], &mut args)?;
+    drop(args);
+    Ok(outs)
 }
 
 /// A 1-D view of elements `lo .. lo + n` of a contiguous array.
@@ -1071,7 +1317,22 @@ fn reduce_levels_on_device(
     let mut map = map;
     // A GPU thread folding `SMALL` elements alone would wait on 128 loads in a row.
     let small = if gpu_plan(dev) { GPU_SMALL } else { SMALL };
+    // A GPU runs two levels per launch (`reduce.pair`) while more than one block is left,
+    // except in a recording, whose steps are applies (the same combinations either way).
+    let pairs = gpu_plan(dev)
+        && c.state.iter().all(|t| t.lanes().is_some_and(|l| l.1 == 1))
+        && !crate::sequence::recording();
     loop {
+        if pairs && n > SPAN {
+            let last = n <= PAIR_SPAN;
+            cur = pair_level(dev, c, map, &cur, n, last)?;
+            if last {
+                return Ok(Some(cur));
+            }
+            n = level_outputs(level_outputs(n));
+            map = None;
+            continue;
+        }
         let elems: smallvec::SmallVec<[Type; 4]> = cur.iter().map(|a| a.elem).collect();
         let mut args: Vec<ArgVal> = Vec::with_capacity(cur.len() + 1);
         args.extend(cur.iter().map(|a| ArgVal::Array(a.clone())));

@@ -344,6 +344,9 @@ enum GpuSlot {
     /// A device copy of a buffer's contents, written in place; it becomes the buffer's
     /// storage once the launch is queued.
     Buffer(weft_runtime::CudaBuffer, Vec<usize>),
+    /// The buffer's own device memory, written in place (`ArrayData::unique_cuda`): the
+    /// array already holds it.
+    InPlace(weft_runtime::CudaBuffer, Vec<usize>),
 }
 
 impl Kernel {
@@ -368,8 +371,8 @@ impl Kernel {
             Ok((b, v))
         };
         let mut slots: Vec<GpuSlot> = (0..p.params.len()).map(|_| GpuSlot::Missing).collect();
-        for (&i, a) in open.iter().zip(args.iter()) {
-            slots[i] = match &a.0 {
+        for (&i, a) in open.iter().zip(args.iter_mut()) {
+            slots[i] = match &mut a.0 {
                 Karg::Value(c) => GpuSlot::Value(*c),
                 Karg::Array(_) if p.params[i].kind == ParamKind::Buffer => {
                     return Err(self.buffer_passed_as_array(i))
@@ -378,10 +381,15 @@ impl Kernel {
                     let (b, v) = resident(d)?;
                     GpuSlot::Array(b, v.offset, v.shape.to_vec())
                 }
-                Karg::Buffer(d) => {
-                    let (b, v) = resident(d)?;
-                    GpuSlot::Buffer(gpu.copy_buffer(&b, v.offset, v.len())?, v.shape.to_vec())
-                }
+                // In place when the array alone holds its device memory (CUDA has no
+                // watchdog to stop a launch half way); else a copy, kept on success.
+                Karg::Buffer(d) => match d.unique_cuda(gpu.info().ordinal) {
+                    Some(b) => GpuSlot::InPlace(b, d.shape.to_vec()),
+                    None => {
+                        let (b, v) = resident(d)?;
+                        GpuSlot::Buffer(gpu.copy_buffer(&b, v.offset, v.len())?, v.shape.to_vec())
+                    }
+                },
             };
         }
         for (i, c) in self.program.captured_uniforms() {
@@ -397,7 +405,7 @@ impl Kernel {
                     offset: *offset,
                     shape,
                 }),
-                GpuSlot::Buffer(b, shape) => {
+                GpuSlot::Buffer(b, shape) | GpuSlot::InPlace(b, shape) => {
                     Ok(weft_runtime::CudaKernelArg::Buffer { buf: b, shape })
                 }
                 GpuSlot::Missing => Err(Error::argument(format!(

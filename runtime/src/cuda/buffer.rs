@@ -51,6 +51,12 @@ impl CudaBuffer {
         weft_ir::abi::storage_bytes(scalar_lanes(self.elem).0)
     }
 
+    /// Whether this handle is the only one to its device memory (no clone shares it), so a
+    /// kernel may write it in place without another holder seeing the change.
+    pub fn is_unique(&self) -> bool {
+        Arc::strong_count(&self.buf) == 1
+    }
+
     /// The ordinal of the device holding it.
     pub fn ordinal(&self) -> usize {
         self.dev.info.ordinal

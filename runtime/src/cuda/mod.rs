@@ -822,6 +822,27 @@ impl CudaDevice {
         })
     }
 
+    /// A buffer of `n` elements of `elem` (same plane layout as [`CudaDevice::upload`]'s)
+    /// whose contents are undefined until a kernel writes them: no upload and no fill, for
+    /// the outputs of a launch that writes every element (the GPU reductions' levels).
+    ///
+    /// # Errors
+    /// `cuMemAlloc` failing.
+    pub fn alloc_uninit(&self, elem: Type, n: usize) -> Result<CudaBuffer, RuntimeError> {
+        let i = &self.inner;
+        let buf = guard("cuMemAlloc", || {
+            i.bind()?;
+            i.alloc(HostBuffer::bytes_for(elem, n))
+        })?;
+        Ok(CudaBuffer {
+            dev: i.clone(),
+            buf: Arc::new(buf),
+            elem,
+            len: n,
+            stride: HostBuffer::stride_for(n),
+        })
+    }
+
     /// Applies program `name` of `m` over device buffers without copying them, with fresh
     /// device outputs (the `weft` library's arrays resident on this GPU). The kernel is
     /// queued on the device's stream, not waited for: later launches and downloads on the

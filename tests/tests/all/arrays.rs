@@ -396,7 +396,7 @@ fn counts_equal_the_interpreter() {
         Out::from(x.gt(0.5f32));
     })
     .unwrap();
-    for n in [0usize, 1, 33, 2049, 40_000] {
+    for n in [0usize, 1, 33, 2049, 40_000, 140_001] {
         let xs: Vec<f32> = (0..n)
             .map(|i| {
                 if i % 101 == 7 {
@@ -415,6 +415,10 @@ fn counts_equal_the_interpreter() {
                 "n = {n} on {d}"
             );
         }
+        // The GPU's plan (two levels per kernel-mode launch, the map in the first) on the CPU.
+        let cpu = Device::cpu_cranelift();
+        let got = weft::collective::with_gpu_plan(|| cpu.scope(|| weft::count(&pos, &a)));
+        assert_eq!(got.unwrap(), want, "n = {n}, GPU plan on {cpu}");
     }
 }
 

@@ -441,5 +441,21 @@ fn dsl_kernel_buffers_keep_value_semantics() {
         );
         assert!(e.is_err(), "block of 4096 on {d}");
         assert_eq!(y.to_vec().unwrap(), want4, "after a failed launch on {d}");
+        // A result that lives only where it was computed (on a GPU: device memory held by
+        // this array alone, written in place there); a clone taken before keeps its values.
+        let mut z = d.scope(|| weft::maximum_array(&x)).unwrap();
+        let z_before = z.clone();
+        let mut w = d.scope(|| weft::maximum_array(&x)).unwrap();
+        for (buf, what) in [(&mut z, "shared"), (&mut w, "alone")] {
+            k.launch_on(
+                &d,
+                &[1],
+                &[1],
+                &mut [KernelArg::array(&x), KernelArg::buffer(buf)],
+            )
+            .unwrap();
+            assert_eq!(buf.to_vec().unwrap(), vec![0.0], "{what} on {d}");
+        }
+        assert_eq!(z_before.to_vec().unwrap(), vec![999.0], "clone on {d}");
     }
 }
