@@ -892,16 +892,24 @@ fn runs_kernel_program(c: &Combiner, elem: Type) -> Result<Module> {
 /// group's level-1 results are one whole block of level 2.
 const PAIR_SPAN: usize = ROWS * SPAN;
 
-/// Work-items of a `reduce.pair` work-group: one per level-1 column of its [`PAIR_SPAN`]
-/// elements (1,024 per group measured fastest on an H200 of 128, 256, 512 and 1,024 in
-/// bench/cuda/reduce.cu).
+/// Level-1 columns of a `reduce.pair` work-group's [`PAIR_SPAN`] elements, and its
+/// work-items where the compiled kernel allows: one per column (1,024 per group measured
+/// fastest on an H200 of 128, 256, 512 and 1,024 in bench/cuda/reduce.cu). A kernel whose
+/// registers allow fewer (f16 `min` needs more than 64 a thread) runs a power of two of
+/// them, each folding every `local_size`-th column.
 const PAIR_ITEMS: usize = PAIR_SPAN / ROWS;
 
-/// `reduce.pair` (kernel mode; one work-group of [`PAIR_ITEMS`] work-items per
+/// Work-items of a `reduce.pair` work-group on a CPU (kernel mode there only runs the GPU's
+/// plan in tests): fewer than [`PAIR_ITEMS`], so that the loop over a work-item's columns
+/// runs more than once.
+const PAIR_ITEMS_CPU: usize = 256;
+
+/// `reduce.pair` (kernel mode; one work-group of up to [`PAIR_ITEMS`] work-items per
 /// [`PAIR_SPAN`] = 65,536 elements): two levels of a built-in reduction of scalar states in
-/// one launch, for a GPU. Work-item `l` of group `g` folds level-1 column `l mod 16` of block
-/// `64g + ⌊l / 16⌋` ([`fold_block_column`]) into shared memory, in the order of the level's
-/// outputs; then work-items 0 … 15 fold the 16 columns of that one level-2 block (positions
+/// one launch, for a GPU. Work-item `l` of group `g` folds level-1 columns `q` = `l`, `l +
+/// local_size`, … < 1,024 — column `q mod 16` of block `64g + ⌊q / 16⌋`
+/// ([`fold_block_column`]) — into shared memory, in the order of the level's outputs; then
+/// work-items 0 … 15 fold the 16 columns of that one level-2 block (positions
 /// `≥ n1`, the level-1 output count, read as the identity). With `last = 0` they write
 /// level 2's outputs `16g + l` (stores past the `o` buffers' end do nothing); with `last ≠ 0`
 /// (one group, `n1 ≤ 1024`: level 2 is the last level) work-item 0 combines the columns
@@ -938,28 +946,32 @@ fn pair_kernel_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Res
         .collect::<Result<Vec<_>>>()?;
     let l = b.op_typed(Opcode::LocalId, &[], Type::i32());
     let g = b.op_typed(Opcode::GroupId, &[], Type::i32());
+    let size = b.op_typed(Opcode::LocalSize, &[], Type::i32());
     let zero = i32c(&mut b, 0);
-    // Level 1: column l of the group's 64 blocks, whose output position is 16·⌊l/16⌋ + l mod 16
-    // = l within the group.
+    // Level 1: column q of the group's 64 blocks, whose output position is 16·⌊q/16⌋ + q mod 16
+    // = q within the group.
     let span = i32c(&mut b, PAIR_SPAN);
     let group_start = b.op(Opcode::Mul, &[g, span]);
-    let mask = i32c(&mut b, COLS - 1);
-    let j = b.op(Opcode::And, &[l, mask]);
-    let first_col = b.op(Opcode::Sub, &[l, j]);
-    let rows_c = i32c(&mut b, ROWS);
-    let block_start = b.op(Opcode::Mul, &[first_col, rows_c]);
-    let base = b.op(Opcode::Add, &[group_start, block_start]);
-    let base = b.op(Opcode::Add, &[base, j]);
-    // A column starting at or past the end has no level-1 output (level 2 reads the identity
-    // there), so it is not folded: the last launch's one group, whose `n ≤ 65,536` elements
-    // often fill a quarter of its columns, would otherwise run 64 rows for each of them.
-    let has = b.op(Opcode::Lt, &[base, n]);
-    b.if_(has, |b| {
-        let acc = fold_block_column(b, c, &src, base);
-        for (&sh, &v) in level1.iter().zip(&acc) {
-            let x = b.use_var(v);
-            b.effect(Opcode::Store, &[sh, l, x]);
-        }
+    b.for_range(l, items, size, |b, q| {
+        let mask = i32c(b, COLS - 1);
+        let j = b.op(Opcode::And, &[q, mask]);
+        let first_col = b.op(Opcode::Sub, &[q, j]);
+        let rows_c = i32c(b, ROWS);
+        let block_start = b.op(Opcode::Mul, &[first_col, rows_c]);
+        let base = b.op(Opcode::Add, &[group_start, block_start]);
+        let base = b.op(Opcode::Add, &[base, j]);
+        // A column starting at or past the end has no level-1 output (level 2 reads the
+        // identity there), so it is not folded: the last launch's one group, whose `n ≤
+        // 65,536` elements often fill a quarter of its columns, would otherwise run 64 rows
+        // for each of them.
+        let has = b.op(Opcode::Lt, &[base, n]);
+        b.if_(has, |b| {
+            let acc = fold_block_column(b, c, &src, base);
+            for (&sh, &v) in level1.iter().zip(&acc) {
+                let x = b.use_var(v);
+                b.effect(Opcode::Store, &[sh, q, x]);
+            }
+        });
     });
     b.effect(Opcode::Barrier, &[]);
     // Level 2: work-item l < 16 folds column l of the group's level-1 outputs.
@@ -1151,7 +1163,16 @@ fn pair_level(
     args.extend(outs.iter_mut().map(crate::dsl::KernelArg::buffer_data));
     args.push(crate::dsl::KernelArg::value(n1 as i32));
     args.push(crate::dsl::KernelArg::value(i32::from(last)));
-    kernel.launch_on(dev, &[groups], &[PAIR_ITEMS as u32], &mut args)?;
+    let items = match &*dev.0 {
+        crate::device::Kind::Cuda(gpu) => {
+            let most = gpu.max_work_items_shared(kernel.program().module_arc(), "reduce.pair")?;
+            // A power of two, so that every work-item has as many columns.
+            let most = (most as usize).clamp(COLS, PAIR_ITEMS);
+            1 << most.ilog2()
+        }
+        _ => PAIR_ITEMS_CPU,
+    };
+    kernel.launch_on(dev, &[groups], &[items as u32], &mut args)?;
     drop(args);
     Ok(outs)
 }

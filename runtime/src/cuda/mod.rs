@@ -462,6 +462,17 @@ impl CudaDevice {
             .get_or(m, name, || self.kernel_with(m, name, fast))
     }
 
+    /// The largest work-group (threads per block) the compiled kernel-mode program `name`
+    /// of `m` launches with on this device (`CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`: below
+    /// 1,024 when the kernel needs more than 64 registers a thread), compiling it on first
+    /// use (found again by module identity, as [`CudaDevice::run_kernel_buffers_shared`]).
+    ///
+    /// # Errors
+    /// As compiling the kernel.
+    pub fn max_work_items_shared(&self, m: &Arc<Module>, name: &str) -> Result<u32, RuntimeError> {
+        Ok(self.kernel_shared(m, name)?.max_block)
+    }
+
     fn kernel_with(
         &self,
         m: &Module,
