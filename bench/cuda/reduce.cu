@@ -11,7 +11,8 @@
 //   fused per launch then one last launch (`reduce.pair`'s plan): 4-byte loads with 128 to
 //   1,024 threads a group and 8 to 64 rows loaded before they are added, 8- and 16-byte loads,
 //   the result read into pageable or pinned memory;
-// - probes that give up weft's bits: four chains a column, level 1 alone;
+// - probes that give up weft's bits: four chains a column, level 1 alone, and level 1 of
+//   another fixed order (blocks of 64 rows x 128 columns, 16-byte loads, a warp a block);
 // - weft's order for a user combiner (segments of 32 runs of 64, runs folded left to right,
 //   combined pairwise), here a + b: a thread per run with 16-byte loads, and staged through
 //   shared memory.
@@ -326,6 +327,27 @@ static float emulate_runs(std::vector<float> x) {
   return x[0];
 }
 
+// Probe of another fixed order (not weft's): blocks of 64 rows x 128 columns, a warp per
+// block, a thread folding 4 adjacent columns top to bottom with 16-byte loads, so that each
+// warp instruction reads 512 contiguous bytes (as the any-order kernel's do). Level 1 alone.
+__global__ void __launch_bounds__(256) probe_wide(const float4* x, float4* out) {
+  const int lane = threadIdx.x % 32;
+  const size_t blk = size_t(blockIdx.x) * 8 + threadIdx.x / 32;
+  const float4* p = x + blk * 2048 + lane;
+  float4 acc = p[0];
+#pragma unroll
+  for (int r0 = 1; r0 < 64; r0 += 21) {
+    float4 v[21];
+#pragma unroll
+    for (int r = 0; r < 21; r++) v[r] = p[(r0 + r) * 32];
+#pragma unroll
+    for (int r = 0; r < 21; r++) {
+      acc.x += v[r].x; acc.y += v[r].y; acc.z += v[r].z; acc.w += v[r].w;
+    }
+  }
+  out[blk * 32 + lane] = acc;
+}
+
 // Host emulation of weft's order (docs/semantics.md).
 static float emulate(std::vector<float> x) {
   while (x.size() > 1024) {
@@ -437,6 +459,7 @@ int main() {
     runs_tail<<<1, 512>>>(part, res); }, rb, true, false);
   run("user order, staged in shared memory", [&]() { runs_staged<<<n / 2048 / 4, 128>>>((const float4*)x, part);
     runs_tail<<<1, 512>>>(part, res); }, rb, true, false);
+  run("probe: 64 x 128 blocks, 16-byte loads, level 1", [&]() { probe_wide<<<n / 8192 / 8, 256>>>((const float4*)x, (float4*)dst); }, rb, false, false);
   run("copy d2d (read + written)", copy, 2 * rb, false, false);
   if (cudaGetLastError() != cudaSuccess) {
     fprintf(stderr, "a launch failed\n");

@@ -639,7 +639,7 @@ fn level_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Mo
     let rows_c = i32c(&mut b, ROWS);
     let start = b.op(Opcode::Mul, &[first_col, rows_c]);
     let base = b.op(Opcode::Add, &[start, j]);
-    let acc = fold_block_column(&mut b, c, &src, base);
+    let acc = fold_block_column(&mut b, c, &src, base, CHUNK);
     finish_level(b, c, map, &acc)
 }
 
@@ -647,13 +647,14 @@ fn level_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Result<Mo
 /// 0 … 63 — top to bottom into new variables (for a combiner whose result does not depend on
 /// the order, `Combiner::any_order`, in [`ACCUMULATORS`] interleaved chains combined at the
 /// end: the same bits, without one chain's latency per row). Straight-line code: rows past
-/// the end read as the combiner's identity, and [`CHUNK`] loads are issued before they are
+/// the end read as the combiner's identity, and `chunk` loads are issued before they are
 /// combined.
 fn fold_block_column(
     b: &mut ProgramBuilder,
     c: &Combiner,
     src: &Source,
     base: weft_ir::Value,
+    chunk: usize,
 ) -> Vec<weft_ir::builder::Variable> {
     let cp = c.program().clone();
     // Row r goes to accumulator r mod k: one chain (k = 1) keeps the order of the rows; a
@@ -671,8 +672,8 @@ fn fold_block_column(
             b.def_var(v, x);
         }
     }
-    for chunk in (k..ROWS).collect::<Vec<_>>().chunks(CHUNK) {
-        let xs: Vec<(usize, Vec<weft_ir::Value>)> = chunk
+    for rows in (k..ROWS).collect::<Vec<_>>().chunks(chunk) {
+        let xs: Vec<(usize, Vec<weft_ir::Value>)> = rows
             .iter()
             .map(|&r| {
                 let off = i32c(b, r * COLS);
@@ -892,12 +893,16 @@ fn runs_kernel_program(c: &Combiner, elem: Type) -> Result<Module> {
 /// group's level-1 results are one whole block of level 2.
 const PAIR_SPAN: usize = ROWS * SPAN;
 
-/// Level-1 columns of a `reduce.pair` work-group's [`PAIR_SPAN`] elements, and its
-/// work-items where the compiled kernel allows: one per column (1,024 per group measured
-/// fastest on an H200 of 128, 256, 512 and 1,024 in bench/cuda/reduce.cu). A kernel whose
-/// registers allow fewer (f16 `min` needs more than 64 a thread) runs a power of two of
-/// them, each folding every `local_size`-th column.
-const PAIR_ITEMS: usize = PAIR_SPAN / ROWS;
+/// Level-1 columns of a `reduce.pair` work-group's [`PAIR_SPAN`] elements.
+const PAIR_COLUMNS: usize = PAIR_SPAN / ROWS;
+
+/// Work-items of a `reduce.pair` work-group on a GPU, where the compiled kernel allows;
+/// each folds every `local_size`-th column. ncu on an H200, `sum` of 2^26 f32 (46 registers a
+/// work-item): 83.9 µs with 1,024 (one group a multiprocessor, 50% of the warps), 73.1 µs
+/// with 512, 72.9 µs with 256, 78.1 µs with 128; the last launch (one group) 6.4, 6.1, 6.6
+/// and 8.8 µs. A kernel whose registers allow fewer (f16 `min` and `max` need more than 64
+/// a thread) runs the largest power of two it launches with.
+const PAIR_ITEMS: usize = 512;
 
 /// Work-items of a `reduce.pair` work-group on a CPU (kernel mode there only runs the GPU's
 /// plan in tests): fewer than [`PAIR_ITEMS`], so that the loop over a work-item's columns
@@ -932,12 +937,12 @@ fn pair_kernel_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Res
         .collect::<Result<Vec<_>>>()?;
     let n1 = b.uniform("n1", Type::i32());
     let last = b.uniform("last", Type::i32());
-    let items = i32c(&mut b, PAIR_ITEMS);
+    let columns = i32c(&mut b, PAIR_COLUMNS);
     let cols_c = i32c(&mut b, COLS);
     let level1 = c
         .state
         .iter()
-        .map(|&t| Ok(b.op_typed(Opcode::Shared, &[items], at(t)?)))
+        .map(|&t| Ok(b.op_typed(Opcode::Shared, &[columns], at(t)?)))
         .collect::<Result<Vec<_>>>()?;
     let level2 = c
         .state
@@ -952,7 +957,7 @@ fn pair_kernel_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Res
     // = q within the group.
     let span = i32c(&mut b, PAIR_SPAN);
     let group_start = b.op(Opcode::Mul, &[g, span]);
-    b.for_range(l, items, size, |b, q| {
+    b.for_range(l, columns, size, |b, q| {
         let mask = i32c(b, COLS - 1);
         let j = b.op(Opcode::And, &[q, mask]);
         let first_col = b.op(Opcode::Sub, &[q, j]);
@@ -966,7 +971,7 @@ fn pair_kernel_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Res
         // for each of them.
         let has = b.op(Opcode::Lt, &[base, n]);
         b.if_(has, |b| {
-            let acc = fold_block_column(b, c, &src, base);
+            let acc = fold_block_column(b, c, &src, base, CHUNK);
             for (&sh, &v) in level1.iter().zip(&acc) {
                 let x = b.use_var(v);
                 b.effect(Opcode::Store, &[sh, q, x]);
@@ -988,7 +993,7 @@ fn pair_kernel_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Res
         .collect();
     let folds = b.op(Opcode::Lt, &[l, cols_c]);
     b.if_(folds, |b| {
-        let first_out = b.op(Opcode::Mul, &[g, items]);
+        let first_out = b.op(Opcode::Mul, &[g, columns]);
         let vars = state_vars(b, c, "col");
         let rows: Vec<Vec<weft_ir::Value>> = (0..ROWS)
             .map(|r| {
