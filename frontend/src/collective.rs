@@ -540,6 +540,12 @@ fn finish_level(
         let x = b.use_var(v);
         b.output(&format!("s{q}"), x);
     }
+    finish_module(b, c, map)
+}
+
+/// A generated program's module: the builder's program with the combiner (and map) merged
+/// in, verified.
+fn finish_module(b: ProgramBuilder, c: &Combiner, map: Option<&MapFn>) -> Result<Module> {
     let mut m = built(b)?;
     merge(&mut m, &c.module);
     if let Some(mf) = map {
@@ -547,6 +553,23 @@ fn finish_level(
     }
     weft_ir::verify_module(&m).map_err(Error::invalid)?;
     Ok(m)
+}
+
+/// New variables `{tag}_{q}` holding a state of `c` whose component `q` is `read(b, q)`.
+fn state_of(
+    b: &mut ProgramBuilder,
+    c: &Combiner,
+    tag: &str,
+    mut read: impl FnMut(&mut ProgramBuilder, usize) -> weft_ir::Value,
+) -> Vec<weft_ir::builder::Variable> {
+    (0..c.state.len())
+        .map(|q| {
+            let v = b.declare_var(&format!("{tag}_{q}"), c.state[q]);
+            let x = read(b, q);
+            b.def_var(v, x);
+            v
+        })
+        .collect()
 }
 
 /// `reduce.cols` (launch shape `[blocks, LANES]`): element `(s, j)` folds column `j` of
@@ -577,15 +600,7 @@ fn tree_program(c: &Combiner) -> Result<Module> {
         .map(|j| {
             let jc = b.constant(Const::scalar(ScalarType::I32, j as u64));
             let at = b.tuple(&[s, jc]);
-            ps.iter()
-                .enumerate()
-                .map(|(q, &p)| {
-                    let v = b.declare_var(&format!("l{j}_{q}"), c.state[q]);
-                    let x = b.read(p, at);
-                    b.def_var(v, x);
-                    v
-                })
-                .collect()
+            state_of(&mut b, c, &format!("l{j}"), |b, q| b.read(ps[q], at))
         })
         .collect();
     tree(&mut b, c, &cols, present);
@@ -883,10 +898,7 @@ fn runs_kernel_program(c: &Combiner, elem: Type) -> Result<Module> {
         let v = b.read(t, zero);
         b.effect(Opcode::Store, &[out, g, v]);
     });
-    let mut m = built(b)?;
-    merge(&mut m, &c.module);
-    weft_ir::verify_module(&m).map_err(Error::invalid)?;
-    Ok(m)
+    finish_module(b, c, None)
 }
 
 /// Elements of one work-group of `reduce.pair`: [`ROWS`] blocks of [`SPAN`], so that the
@@ -1043,16 +1055,7 @@ fn pair_kernel_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Res
         let cols: Vec<Vec<weft_ir::builder::Variable>> = (0..COLS)
             .map(|j| {
                 let jc = i32c(b, j);
-                level2
-                    .iter()
-                    .enumerate()
-                    .map(|(q, &sh)| {
-                        let v = b.declare_var(&format!("t{j}_{q}"), c.state[q]);
-                        let x = b.read(sh, jc);
-                        b.def_var(v, x);
-                        v
-                    })
-                    .collect()
+                state_of(b, c, &format!("t{j}"), |b, q| b.read(level2[q], jc))
             })
             .collect();
         column_tree(b, c, &cols);
@@ -1061,13 +1064,7 @@ fn pair_kernel_program(c: &Combiner, map: Option<&MapFn>, elems: &[Type]) -> Res
             b.effect(Opcode::Store, &[o, zero, x]);
         }
     });
-    let mut m = built(b)?;
-    merge(&mut m, &c.module);
-    if let Some(mf) = map {
-        merge(&mut m, &mf.module);
-    }
-    weft_ir::verify_module(&m).map_err(Error::invalid)?;
-    Ok(m)
+    finish_module(b, c, map)
 }
 
 /// `reduce.zeros` (launch shape `[n]`): zeros of `t`, made where the launch runs (the
