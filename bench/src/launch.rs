@@ -1,4 +1,5 @@
-//! `weft-bench launch [--gpu] [--cuda-bin DIR] [--out FILE.md]` (issue 21): the host cost of
+//! `weft-bench launch [--gpu] [--cuda-bin DIR] [--out FILE.md]` (issue 21; for profilers
+//! also `--apply-loop N [--apply-device D]` and `--sum-loop N …`): the host cost of
 //! one launch through the `weft` library on every device — back-to-back applies on 1,024
 //! elements, an apply followed by reading one element, `sum` of 1,024 and of 2^26 f32, one CG
 //! iteration on lund_a — next to CUDA's own launch cost measured in the same run by
@@ -238,6 +239,28 @@ fn us(t: f64) -> String {
 
 /// Entry point of `weft-bench launch`.
 pub fn main(args: &[String]) {
+    if let Some(n) = option_value(args, "--apply-loop") {
+        // For profilers: N chains of the back-to-back row (64 applies on 1,024 f32, then a
+        // read) on `--apply-device` (cranelift, llvm or cuda).
+        let n: usize = n
+            .parse()
+            .unwrap_or_else(|_| fail(format!("--apply-loop {n}")));
+        let dev = match option_value(args, "--apply-device").map(String::as_str) {
+            Some("llvm") => Device::cpu_llvm(),
+            Some("cuda") => ok(Device::cuda(0)),
+            _ => Device::cpu_cranelift(),
+        };
+        let p = axpb();
+        let x: Array<1, f32> = ok(Array::from_fn([SMALL], |i| (i % 7) as f32));
+        for _ in 0..n {
+            let mut y = x.clone();
+            for _ in 0..CHAIN {
+                y = ok(p.apply_on(&dev, (&y, 0.5f32)));
+            }
+            std::hint::black_box(ok(y.get(0)));
+        }
+        return;
+    }
     if let Some(n) = option_value(args, "--sum-loop") {
         // For profilers: `sum` of 1,024 (or `--sum-size`) f32 on the CPU, N times.
         let n: usize = n
