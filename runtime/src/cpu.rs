@@ -1073,18 +1073,6 @@ fn fill_params(ctx: &mut Context, p: &weft_ir::Program, args: &[BufArg], plan: &
     }
 }
 
-/// An array parameter of a [`BoundLaunch`]: where its plane addresses go and what it reads.
-#[derive(Clone, Debug)]
-struct BoundArray {
-    /// Its first context word.
-    word: usize,
-    elem: weft_ir::Type,
-    /// Elements it reads from its offset.
-    len: usize,
-    /// Its extents (for the interior/border split).
-    shape: Vec<usize>,
-}
-
 /// A launch of one program bound to one argument signature (issue 23: replayed launch
 /// sequences): the plan, the argument checks and the context words of uniforms and extents
 /// are made once by [`CpuDevice::bind`]; [`CpuDevice::run_bound`] then checks only that each
@@ -1097,7 +1085,7 @@ pub struct BoundLaunch {
     /// The context words with everything but the plane addresses of arrays and outputs.
     words: Vec<u64>,
     /// One entry per parameter: `Some` for arrays.
-    arrays: Vec<Option<BoundArray>>,
+    arrays: Vec<Option<crate::plan::BoundArray>>,
     /// The outputs' element types and first context words.
     outs: Vec<(weft_ir::Type, usize)>,
     /// The split of the code it last ran (keyed by the code's address).
@@ -1130,31 +1118,16 @@ impl CpuDevice {
         let mut ctx = Context::new(layout);
         fill_params(&mut ctx, p, args, &plan);
         ctx.launch(&plan.shape);
-        let arrays = args
-            .iter()
-            .enumerate()
-            .map(|(i, a)| match a {
-                BufArg::Array { buf, shape, .. } => {
-                    let w = layout.params[i];
-                    for l in 0..buf.lanes() {
-                        ctx.words[w + l] = 0;
-                    }
-                    Some(BoundArray {
-                        word: w,
-                        elem: buf.elem(),
-                        len: shape.iter().product(),
-                        shape: shape.to_vec(),
-                    })
-                }
+        let arrays = crate::plan::bound_arrays(
+            p,
+            layout,
+            &mut ctx.words,
+            args.iter().map(|a| match a {
+                BufArg::Array { buf, shape, .. } => Some((buf.elem(), buf.lanes(), &shape[..])),
                 BufArg::Uniform(_) => None,
-            })
-            .collect();
-        let outs = p
-            .outputs
-            .iter()
-            .enumerate()
-            .map(|(k, o)| (o.ty, layout.outputs[k]))
-            .collect();
+            }),
+        );
+        let outs = crate::plan::bound_outputs(p, layout);
         Ok(BoundLaunch {
             prog: prog.clone(),
             plan,
@@ -1180,12 +1153,12 @@ impl CpuDevice {
         let cur = b.prog.current();
         let p = cur.prepared.program();
         let mut words = b.words.clone();
-        for (i, (a, buf)) in b.arrays.iter().zip(bufs).enumerate() {
+        for (a, buf) in b.arrays.iter().zip(bufs) {
             let (Some(a), Some((buf, offset))) = (a, buf) else {
                 continue;
             };
             crate::plan::check_bound(
-                (&p.name, p.param_name(i)),
+                (&p.name, &a.param),
                 (a.elem, a.len),
                 (buf.elem(), *offset, buf.len()),
             )?;

@@ -10,16 +10,6 @@ use super::*;
 /// Graph executables a replayed sequence keeps ([`CudaDevice::launch_graph`]).
 pub(crate) const GRAPHS_KEPT: usize = 4;
 
-/// An array parameter of a [`CudaBoundLaunch`]: where its plane addresses go, what it reads.
-struct BoundArray {
-    word: usize,
-    /// The parameter's name (for errors).
-    param: String,
-    elem: Type,
-    /// Elements read from its offset.
-    len: usize,
-}
-
 /// A launch of one program bound to one argument signature on a CUDA device (see the module
 /// docs).
 pub struct CudaBoundLaunch {
@@ -27,7 +17,7 @@ pub struct CudaBoundLaunch {
     name: String,
     /// The parameter words with everything but the plane addresses of arrays and outputs.
     words: Vec<u64>,
-    arrays: Vec<Option<BoundArray>>,
+    arrays: Vec<Option<crate::plan::BoundArray>>,
     /// The outputs' element types and first words.
     outs: Vec<(Type, usize)>,
     n: usize,
@@ -150,31 +140,16 @@ impl CudaDevice {
         let l = self.launch_buffers_prepared(prog, args, shape)?;
         let layout = &prog.kernel.layout;
         let mut words = l.launch.words.clone();
-        let arrays = args
-            .iter()
-            .enumerate()
-            .map(|(i, a)| match a {
-                CudaArg::Array { buf, shape, .. } => {
-                    let w = layout.params[i];
-                    for l in 0..buf.lanes() {
-                        words[w + l] = 0;
-                    }
-                    Some(BoundArray {
-                        word: w,
-                        param: p.param_name(i).to_string(),
-                        elem: buf.elem,
-                        len: shape.iter().product(),
-                    })
-                }
+        let arrays = crate::plan::bound_arrays(
+            p,
+            layout,
+            &mut words,
+            args.iter().map(|a| match a {
+                CudaArg::Array { buf, shape, .. } => Some((buf.elem, buf.lanes(), &shape[..])),
                 CudaArg::Uniform(_) => None,
-            })
-            .collect();
-        let outs = p
-            .outputs
-            .iter()
-            .enumerate()
-            .map(|(k, o)| (o.ty, layout.outputs[k]))
-            .collect();
+            }),
+        );
+        let outs = crate::plan::bound_outputs(p, layout);
         Ok(Some(CudaBoundLaunch {
             kernel: prog.kernel.clone(),
             name: p.name.clone(),
