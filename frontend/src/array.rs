@@ -24,6 +24,25 @@ struct State {
     host: Option<Arc<HostBuffer>>,
     cuda: Vec<CudaBuffer>,
     pending: Option<(Arc<Pending>, usize)>,
+    /// The contents as consecutive parts on the members of a device group (issue 27):
+    /// the result of a launch split across the group, gathered only when read elsewhere.
+    parts: Option<Arc<Parts>>,
+}
+
+/// A storage's contents split across a device group's members: part `k` holds elements
+/// `start .. start + len` and lives where member `member` of `group` runs.
+pub(crate) struct Parts {
+    /// The group's runtime device (identity only: a launch on another group gathers).
+    pub(crate) group: Weak<Kind>,
+    pub(crate) parts: Vec<Part>,
+}
+
+/// One part of a [`Parts`].
+pub(crate) struct Part {
+    pub(crate) start: usize,
+    pub(crate) len: usize,
+    pub(crate) member: usize,
+    pub(crate) storage: Arc<Storage>,
 }
 
 /// Where a storage's contents are right now (for tests and diagnostics).
@@ -35,6 +54,9 @@ pub struct Residency {
     pub cuda: Vec<usize>,
     /// The contents are the result of a launch not yet run (deferred execution).
     pub pending: bool,
+    /// The number of parts the contents are split into across a device group's members
+    /// (0: not split; issue 27).
+    pub parts: usize,
 }
 
 /// A launch whose outputs nobody has read yet. Runs at most once, on the first read of any
@@ -201,6 +223,40 @@ impl Pending {
     }
 }
 
+impl Parts {
+    /// The whole contents on the host: each part's host copy (downloaded from its member
+    /// when it has none) put in place.
+    fn gather(&self, elem: Type) -> Result<HostBuffer> {
+        let n = self
+            .parts
+            .iter()
+            .map(|p| p.start + p.len)
+            .max()
+            .unwrap_or(0);
+        let mut out = HostBuffer::for_output(elem, n);
+        for p in &self.parts {
+            let h = p.storage.host()?;
+            out.copy_from(p.start, &h, 0, p.len);
+        }
+        Ok(out)
+    }
+
+    /// Elements `start .. start + n`, from the parts that hold them (downloading only
+    /// those elements from a GPU).
+    fn range(&self, elem: Type, start: usize, n: usize) -> Result<HostBuffer> {
+        let mut out = HostBuffer::zeroed(elem, n);
+        for p in &self.parts {
+            let lo = start.max(p.start);
+            let hi = (start + n).min(p.start + p.len);
+            if lo < hi {
+                let h = p.storage.host_range(lo - p.start, hi - lo)?;
+                out.copy_from(lo - start, &h, 0, hi - lo);
+            }
+        }
+        Ok(out)
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -251,6 +307,7 @@ impl Storage {
                 host: st.host.clone(),
                 cuda: st.cuda.clone(),
                 pending: None,
+                parts: st.parts.clone(),
             }),
         }))
     }
@@ -273,15 +330,43 @@ impl Storage {
                 st.pending = None;
             }
         }
+        let parts = lock(&self.state).parts.clone();
+        if let Some(ps) = parts {
+            for p in &ps.parts {
+                p.storage.resolve()?;
+            }
+        }
         Ok(())
+    }
+
+    /// A storage of `elem` whose contents are `parts` (issue 27).
+    pub(crate) fn from_parts(elem: Type, parts: Parts) -> Arc<Storage> {
+        Arc::new(Storage {
+            elem,
+            state: Mutex::new(State {
+                parts: Some(Arc::new(parts)),
+                ..State::default()
+            }),
+        })
+    }
+
+    /// The parts of a storage split across a device group, if it is.
+    pub(crate) fn parts(&self) -> Option<Arc<Parts>> {
+        lock(&self.state).parts.clone()
     }
 
     /// The depth of the pending launch that computes this storage (0: none pending).
     pub(crate) fn pending_depth(&self) -> usize {
-        lock(&self.state)
-            .pending
-            .as_ref()
-            .map_or(0, |(p, _)| p.depth)
+        let st = lock(&self.state);
+        let own = st.pending.as_ref().map_or(0, |(p, _)| p.depth);
+        let parts = st.parts.as_ref().map_or(0, |ps| {
+            ps.parts
+                .iter()
+                .map(|p| p.storage.pending_depth())
+                .max()
+                .unwrap_or(0)
+        });
+        own.max(parts)
     }
 
     pub(crate) fn residency(&self) -> Residency {
@@ -290,6 +375,7 @@ impl Storage {
             host: st.host.is_some(),
             cuda: st.cuda.iter().map(CudaBuffer::ordinal).collect(),
             pending: st.pending.is_some(),
+            parts: st.parts.as_ref().map_or(0, |p| p.parts.len()),
         }
     }
 
@@ -299,6 +385,15 @@ impl Storage {
         let mut st = lock(&self.state);
         if let Some(h) = &st.host {
             return Ok(h.clone());
+        }
+        if st.cuda.is_empty() {
+            if let Some(ps) = st.parts.clone() {
+                // Gathered from the group's members (their own locks, not this one's).
+                drop(st);
+                let h = Arc::new(ps.gather(self.elem)?);
+                lock(&self.state).host = Some(h.clone());
+                return Ok(h);
+            }
         }
         let Some(c) = st.cuda.first() else {
             return Err(Error::argument(
@@ -315,6 +410,12 @@ impl Storage {
     pub(crate) fn host_range(&self, start: usize, n: usize) -> Result<HostBuffer> {
         self.resolve()?;
         let st = lock(&self.state);
+        if st.host.is_none() && st.cuda.is_empty() {
+            if let Some(ps) = st.parts.clone() {
+                drop(st);
+                return ps.range(self.elem, start, n);
+            }
+        }
         if let Some(h) = &st.host {
             let mut out = HostBuffer::zeroed(self.elem, n);
             out.copy_from(0, h, start, n);
@@ -470,6 +571,7 @@ impl ArrayData {
         match Arc::try_unwrap(h) {
             Ok(b) if b.len() == n => {
                 state.cuda.clear();
+                state.parts = None;
                 Some(b)
             }
             Ok(b) => {
@@ -500,7 +602,12 @@ impl ArrayData {
         s.resolve().ok()?;
         let state = Arc::get_mut(s)?.state.get_mut().ok()?;
         match (&state.pending, &state.host, state.cuda.as_slice()) {
-            (None, None, [c]) if c.ordinal() == ordinal && c.len() == n && c.is_unique() => {
+            (None, None, [c])
+                if state.parts.is_none()
+                    && c.ordinal() == ordinal
+                    && c.len() == n
+                    && c.is_unique() =>
+            {
                 Some(c.clone())
             }
             _ => None,

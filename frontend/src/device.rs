@@ -164,7 +164,71 @@ impl Device {
             Kind::Interp { .. } => Backend::Interp.name().into(),
             Kind::Cpu(c) => format!("cpu ({})", c.compiler().backend()),
             Kind::Cuda(d) => format!("cuda:{} ({})", d.info().ordinal, d.info().name),
+            Kind::Group(g) => {
+                let names: Vec<String> = g
+                    .members()
+                    .iter()
+                    .map(|m| Device(m.clone()).name())
+                    .collect();
+                format!("group [{}]", names.join(", "))
+            }
         }
+    }
+
+    /// A device group (issue 27; MC#'s one `GpuConfig` per device, OpenCL's context over
+    /// several devices): a map launch on it is split along its first axis, in proportion
+    /// to each member's multiprocessors (1 for a CPU device or the interpreter), and each
+    /// part runs on its member with the whole launch's `index` and `shape`, so the results
+    /// have the bits one device gives. A part's inputs are uploaded to its member and stay
+    /// there; a result's parts stay on their members and are gathered when read elsewhere
+    /// (the host, another device, or an input read at random coordinates, which each
+    /// member gets whole). Kernels, recorded sequences and kernel-mode collectives run on
+    /// the first member. The same device may be a member twice (two parts on one GPU or
+    /// CPU: every split path runs without several GPUs).
+    ///
+    /// ```
+    /// use weft::Device;
+    /// let pair = Device::group(&[Device::cpu_cranelift(), Device::interp()])?;
+    /// assert_eq!(pair.members().len(), 2);
+    /// # Ok::<(), weft::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// No member, or a member that is a group itself.
+    pub fn group(members: &[Device]) -> Result<Device> {
+        let g = weft_runtime::DeviceGroup::new(members.iter().map(|d| d.0.clone()).collect())
+            .map_err(Error::Runtime)?;
+        Ok(Device(Arc::new(Kind::Group(g))))
+    }
+
+    /// Every CUDA GPU of this host as one [`Device::group`] (driver order;
+    /// `CUDA_VISIBLE_DEVICES` applies). One GPU gives a group of one.
+    ///
+    /// # Errors
+    /// No driver or no GPU (a clear message), or a GPU that fails to open.
+    pub fn cuda_all() -> Result<Device> {
+        let n = weft_runtime::cuda_devices()
+            .map_err(|e| Error::Runtime(e.into()))?
+            .len();
+        if n == 0 {
+            return Err(Error::argument("cuda_all: no CUDA GPU found"));
+        }
+        let gpus = (0..n).map(Device::cuda).collect::<Result<Vec<_>>>()?;
+        Device::group(&gpus)
+    }
+
+    /// The members of a [`Device::group`], in order; a device that is not a group is its
+    /// own only member.
+    pub fn members(&self) -> Vec<Device> {
+        match &*self.0 {
+            Kind::Group(g) => g.members().iter().map(|m| Device(m.clone())).collect(),
+            _ => vec![self.clone()],
+        }
+    }
+
+    /// True for a [`Device::group`].
+    pub fn is_group(&self) -> bool {
+        matches!(&*self.0, Kind::Group(_))
     }
 
     /// Whether map program `name` of `m` is not compiled for this device yet.
@@ -173,6 +237,8 @@ impl Device {
             Kind::Interp { .. } => false,
             Kind::Cpu(c) => !c.is_prepared_shared(m, name),
             Kind::Cuda(g) => !g.is_prepared_shared(m, name),
+            // Its members compile the part programs, made at the first launch.
+            Kind::Group(_) => false,
         }
     }
 
@@ -183,6 +249,7 @@ impl Device {
             Kind::Interp { .. } => Ok(()),
             Kind::Cpu(c) => c.prepare_shared(m, name).map(drop),
             Kind::Cuda(g) => g.prepare_shared(m, name).map(drop),
+            Kind::Group(_) => Ok(()),
         }
         .map_err(Error::Runtime)
     }

@@ -3,11 +3,12 @@
 //! become contiguous, and the launch runs on the interpreter, the CPU or a GPU over the
 //! arrays' own storage (no copies on the CPU; uploads only of what the GPU lacks).
 
-use crate::array::{ArrayData, Resident, Source, Storage};
+use crate::array::{ArrayData, Part, Parts, Resident, Source, Storage};
 use crate::device::{Device, Kind};
 use crate::error::{Error, Result};
-use std::sync::Arc;
-use weft_ir::launch::{plan_launch_desc, ArgDesc};
+use std::ops::Range;
+use std::sync::{Arc, Mutex, Weak};
+use weft_ir::launch::{plan_launch_desc, ArgDesc, PartParam};
 use weft_ir::program::{Imm, ValueDef};
 use weft_ir::{Const, Module, Opcode, ParamKind, Type};
 use weft_runtime::{BufArg, CudaArg, HostBuffer};
@@ -179,10 +180,15 @@ fn stored(d: &ArrayData) -> &Arc<Storage> {
     }
 }
 
-/// Runs a prepared launch on `dev` now; the outputs live where `dev` runs.
+/// Runs a prepared launch on `dev` now; the outputs live where `dev` runs (on the host for a
+/// device group).
 pub(crate) fn run(dev: &Device, l: &Prepared) -> Result<Vec<Resident>> {
     let shape = Some(l.shape.as_slice());
     match &*dev.0 {
+        Kind::Group(g) => group_launch(dev, g, l, None, false)?
+            .iter()
+            .map(|d| Ok(Resident::Host(d.to_host_buffer()?)))
+            .collect(),
         Kind::Interp { .. } => {
             let ins = l
                 .args
@@ -269,6 +275,9 @@ pub(crate) fn run(dev: &Device, l: &Prepared) -> Result<Vec<Resident>> {
 
 /// Runs a prepared launch now and returns its outputs as arrays of the launch shape.
 pub(crate) fn run_arrays(dev: &Device, l: &Prepared) -> Result<Vec<ArrayData>> {
+    if let Kind::Group(g) = &*dev.0 {
+        return group_launch(dev, g, l, None, false);
+    }
     let outs: Vec<ArrayData> = run(dev, l)?
         .into_iter()
         .map(|r| {
@@ -294,6 +303,9 @@ pub(crate) fn defer(
     l: Prepared,
     at: Option<&'static std::panic::Location<'static>>,
 ) -> Result<Vec<ArrayData>> {
+    if let Kind::Group(g) = &*dev.0 {
+        return group_launch(dev, g, &l, at, true);
+    }
     let inputs = || {
         l.args.iter().filter_map(|a| match a {
             ArgVal::Array(d) => Some(stored(d)),
@@ -339,4 +351,157 @@ pub(crate) fn defer(
         crate::sequence::note_launch(dev, &l, &outs);
     }
     Ok(outs)
+}
+
+/// The part program of program `program` of `m` for launches split across a device group
+/// ([`weft_ir::launch::launch_part`]): the module, the program's position in it and the
+/// parameters it adds. Kept by `m`'s identity (the 64 latest), so that the members find
+/// their compiled parts by identity as well.
+fn part_program(m: &Arc<Module>, program: usize) -> Result<(Arc<Module>, usize, Arc<[PartParam]>)> {
+    type Entry = (Weak<Module>, usize, Arc<Module>, usize, Arc<[PartParam]>);
+    static CACHE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    cache.retain(|e| e.0.strong_count() > 0);
+    if let Some(e) = cache
+        .iter()
+        .find(|e| e.1 == program && e.0.upgrade().is_some_and(|a| Arc::ptr_eq(&a, m)))
+    {
+        return Ok((e.2.clone(), e.3, e.4.clone()));
+    }
+    let name = &m.programs[program].name;
+    let (pm, extra) = weft_ir::launch::launch_part(m, name).ok_or_else(|| {
+        Error::argument(format!("@{name} is not a map program: it cannot be split"))
+    })?;
+    let pos = pm.position(name).expect("launch_part keeps the program");
+    let entry: Entry = (Arc::downgrade(m), program, Arc::new(pm), pos, extra.into());
+    if cache.len() >= 64 {
+        cache.remove(0);
+    }
+    cache.push(entry);
+    let e = cache.last().expect("just pushed");
+    Ok((e.2.clone(), e.3, e.4.clone()))
+}
+
+/// Runs (or, `deferred`, queues) launch `l` over device group `g` (issue 27): rows of the
+/// launch's first axis go to the members in proportion to their weights
+/// ([`weft_runtime::DeviceGroup::split`]); each member runs the part program over its
+/// rows, with its rows of every varying input (the part itself when the input is a result
+/// split the same way on this group) and every array input whole; each output is a
+/// storage of the members' parts.
+fn group_launch(
+    dev: &Device,
+    g: &weft_runtime::DeviceGroup,
+    l: &Prepared,
+    at: Option<&'static std::panic::Location<'static>>,
+    deferred: bool,
+) -> Result<Vec<ArrayData>> {
+    crate::sequence::check_not_recording(|| format!("@{} on a device group", l.name()))?;
+    let members = dev.members();
+    let rows = l.shape.first().copied().unwrap_or(0);
+    let work: Vec<(usize, Range<usize>)> = g
+        .split(rows, l.shape.len())
+        .into_iter()
+        .enumerate()
+        .filter(|(_, r)| !r.is_empty())
+        .collect();
+    let launch = |on: &Device, p: Prepared| {
+        if deferred {
+            defer(on, p, at)
+        } else {
+            run_arrays(on, &p)
+        }
+    };
+    if work.len() <= 1 {
+        // One part: the whole launch on the member that has it.
+        let k = work.first().map_or(0, |w| w.0);
+        let whole = Prepared {
+            module: l.module.clone(),
+            program: l.program,
+            args: l.args.clone(),
+            shape: l.shape.clone(),
+        };
+        return launch(&members[k], whole);
+    }
+    let (pm, pprog, extra) = part_program(&l.module, l.program)?;
+    let row: usize = l.shape[1..].iter().product();
+    let params = &l.module.programs[l.program].params;
+    let mut outs: Vec<Vec<ArrayData>> = Vec::with_capacity(work.len());
+    for (k, r) in &work {
+        let mut args: Vec<ArgVal> = l
+            .args
+            .iter()
+            .zip(params)
+            .map(|(a, par)| match (a, par.kind) {
+                (ArgVal::Array(d), ParamKind::Varying) => {
+                    ArgVal::Array(rows_of(d, &dev.0, *k, r.clone(), row))
+                }
+                _ => a.clone(),
+            })
+            .collect();
+        for q in extra.iter() {
+            let c = q
+                .value(r.start, &l.shape)
+                .map_err(|e| Error::argument(format!("@{}: {e}", l.name())))?;
+            args.push(ArgVal::Uniform(c));
+        }
+        let mut shape = l.shape.clone();
+        shape[0] = r.len();
+        let part = Prepared {
+            module: pm.clone(),
+            program: pprog,
+            args,
+            shape,
+        };
+        outs.push(launch(&members[*k], part)?);
+    }
+    let group = Arc::downgrade(&dev.0);
+    Ok(l.outputs()
+        .enumerate()
+        .map(|(j, elem)| {
+            let parts = work
+                .iter()
+                .zip(&outs)
+                .map(|((k, r), o)| Part {
+                    start: r.start * row,
+                    len: r.len() * row,
+                    member: *k,
+                    storage: stored(&o[j]).clone(),
+                })
+                .collect();
+            let s = Storage::from_parts(
+                elem,
+                Parts {
+                    group: group.clone(),
+                    parts,
+                },
+            );
+            ArrayData::stored(s, crate::array::Dims::from_slice(&l.shape))
+        })
+        .collect())
+}
+
+/// Rows `r` (of `row` elements each) of the contiguous varying input `d`, for member `k`
+/// of `group`: the part member `k` holds when `d` is a whole result split the same way on
+/// this group, else a view of `d`.
+fn rows_of(d: &ArrayData, group: &Arc<Kind>, k: usize, r: Range<usize>, row: usize) -> ArrayData {
+    let mut shape = d.shape.clone();
+    shape[0] = r.len();
+    if let (Source::Stored(s), 0, true) = (&d.source, d.offset, d.contiguous()) {
+        if let Some(ps) = s.parts() {
+            let same_group = ps.group.upgrade().is_some_and(|g| Arc::ptr_eq(&g, group));
+            let part = ps
+                .parts
+                .iter()
+                .find(|p| p.member == k && p.start == r.start * row && p.len == r.len() * row);
+            if let (true, Some(p)) = (same_group, part) {
+                let mut nd = ArrayData::stored(p.storage.clone(), shape);
+                nd.boundary = d.boundary;
+                return nd;
+            }
+        }
+    }
+    let mut nd = d.clone();
+    nd.offset += r.start * row;
+    nd.shape = shape;
+    nd
 }

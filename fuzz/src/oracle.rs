@@ -27,6 +27,10 @@ pub enum Target {
     /// Specialization: `keep` of the last output, then `dce-inputs`; applies when there are
     /// two outputs or more.
     Keep,
+    /// The launch split row by row across a device group of three interpreters
+    /// ([`weft_runtime::DeviceGroup`], issue 27): each part runs
+    /// [`weft_ir::launch::launch_part`]'s program over its rows.
+    Group,
     /// Cranelift on the CPU device.
     Cranelift,
     /// LLVM host code on the CPU device.
@@ -54,7 +58,12 @@ impl Target {
         Some(match (base.parse::<Backend>().ok()?, fast) {
             (Backend::Interp, false) => {
                 let mut v: Vec<Target> = PIPELINES.iter().map(|&p| Target::Pipeline(p)).collect();
-                v.extend([Target::LiftUniforms, Target::Bind, Target::Keep]);
+                v.extend([
+                    Target::LiftUniforms,
+                    Target::Bind,
+                    Target::Keep,
+                    Target::Group,
+                ]);
                 v
             }
             (Backend::Cranelift, false) => vec![Target::Cranelift],
@@ -71,9 +80,11 @@ impl Target {
     /// The backend the target runs on (the interpreter for pipelines and algebra rows).
     pub fn backend(self) -> Backend {
         match self {
-            Target::Pipeline(_) | Target::LiftUniforms | Target::Bind | Target::Keep => {
-                Backend::Interp
-            }
+            Target::Pipeline(_)
+            | Target::LiftUniforms
+            | Target::Bind
+            | Target::Keep
+            | Target::Group => Backend::Interp,
             Target::Cranelift => Backend::Cranelift,
             Target::Llvm | Target::LlvmFast => Backend::Llvm,
             Target::Cuda | Target::CudaFast => Backend::Cuda,
@@ -102,6 +113,7 @@ impl fmt::Display for Target {
             Target::LiftUniforms => write!(f, "{b}+lift-uniforms"),
             Target::Bind => write!(f, "{b}+bind"),
             Target::Keep => write!(f, "{b}+keep"),
+            Target::Group => write!(f, "{b}+group"),
             Target::LlvmFast | Target::CudaFast => write!(f, "{b}{FAST_SUFFIX}"),
             Target::Cranelift | Target::Llvm | Target::Cuda => write!(f, "{b}"),
         }
@@ -306,6 +318,13 @@ fn run_target(
             let q = weft_ir::algebra::keep(p, &[last.as_str()]).map_err(|e| e.to_string())?;
             let rest = inputs_by_name(p, &q, inputs);
             optimized(with_program(m, q), "dce", &rest)
+        }
+        Target::Group => {
+            let it = std::sync::Arc::new(Device::Interp { fuel: FUEL * 4 });
+            let g = weft_runtime::DeviceGroup::new(vec![it.clone(), it.clone(), it])
+                .map_err(|e| e.to_string())?
+                .with_row_granule(1);
+            g.apply(m, name, inputs, shape).map_err(|e| e.to_string())
         }
         Target::Cranelift | Target::Llvm | Target::LlvmFast | Target::Cuda | Target::CudaFast => {
             match dev.get(target) {

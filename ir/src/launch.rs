@@ -439,3 +439,128 @@ pub fn check_kernel_args(p: &Program, args: &[ArgDesc]) -> Result<(), RunError> 
     }
     Ok(())
 }
+
+/// A uniform parameter [`launch_part`] adds, in order, after the program's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartParam {
+    /// The part's first coordinates in the whole launch, `(row, 0, …)`, of this type (the
+    /// type of some `index` op: i32 or i64 lanes, one per axis).
+    Origin(Type),
+    /// The whole launch's shape, of this type (the type of some `shape` op).
+    Shape(Type),
+}
+
+impl PartParam {
+    /// The parameter's value for a part whose first row is `row` of a launch of `shape`.
+    ///
+    /// # Errors
+    /// A coordinate that does not fit the parameter's lane type.
+    pub fn value(&self, row: usize, shape: &[usize]) -> Result<Const, RunError> {
+        let (ty, lanes): (Type, Vec<usize>) = match *self {
+            PartParam::Origin(t) => {
+                let mut v = vec![0; shape.len()];
+                if let Some(first) = v.first_mut() {
+                    *first = row;
+                }
+                (t, v)
+            }
+            PartParam::Shape(t) => (t, shape.to_vec()),
+        };
+        let (s, n) = ty.lanes().unwrap_or((ty.elem_scalar(), 1));
+        let too_big = || RunError::Launch {
+            program: String::new(),
+            message: format!("launch coordinate does not fit {ty}"),
+        };
+        let bits = (0..n as usize)
+            .map(|k| {
+                let x = lanes.get(k).copied().unwrap_or(0);
+                match s.bits() {
+                    32 => i32::try_from(x)
+                        .map(|x| x as u32 as u64)
+                        .map_err(|_| too_big()),
+                    _ => i64::try_from(x).map(|x| x as u64).map_err(|_| too_big()),
+                }
+            })
+            .collect::<Result<Vec<u64>, RunError>>()?;
+        Ok(Const::from_lanes(ty, &bits))
+    }
+}
+
+/// The name of the `k`-th parameter [`launch_part`] adds.
+fn part_param_name(k: usize, p: PartParam) -> String {
+    match p {
+        PartParam::Origin(_) => format!("weft.part_origin{k}"),
+        PartParam::Shape(_) => format!("weft.launch_shape{k}"),
+    }
+}
+
+/// Program `name` of `m` made to run one part of a launch split along its first axis (a
+/// device group, issue 27): a copy of `m` in which the program's calls are inlined, every
+/// `index` becomes `index + origin` and every `shape` the whole launch's shape, `origin`
+/// and the shape being new trailing uniform parameters (one per distinct type of the
+/// `index` and `shape` ops, listed in the returned order). A part launched over rows
+/// `b..e` of the first axis, its varying inputs cut to those rows, then computes what the
+/// whole launch computes at those elements, bit for bit. `None` when there is no such map
+/// program.
+pub fn launch_part(m: &Module, name: &str) -> Option<(Module, Vec<PartParam>)> {
+    let mut m = m.clone();
+    crate::passes::inline::inline_reachable(&mut m, name);
+    let pi = m.position(name)?;
+    let p = &mut m.programs[pi];
+    if p.kind == crate::program::ProgramKind::Kernel {
+        return None;
+    }
+    let mut params: Vec<(PartParam, crate::program::Value)> = Vec::new();
+    let mut regions = vec![p.body];
+    while let Some(r) = regions.pop() {
+        let ops = p.region(r).ops.clone();
+        let mut out = Vec::with_capacity(ops.len());
+        for op in ops {
+            regions.extend(p.op(op).regions.iter().copied());
+            out.push(op);
+            let opcode = p.op(op).opcode;
+            if !matches!(opcode, Opcode::Index | Opcode::Shape) {
+                continue;
+            }
+            let v = p.op(op).results[0];
+            let ty = p.ty(v);
+            let want = if opcode == Opcode::Index {
+                PartParam::Origin(ty)
+            } else {
+                PartParam::Shape(ty)
+            };
+            let param = match params.iter().find(|(q, _)| *q == want) {
+                Some(&(_, pv)) => pv,
+                None => {
+                    let k = params.len();
+                    let pv = p.add_param(ParamKind::Uniform, part_param_name(k, want), ty);
+                    params.push((want, pv));
+                    pv
+                }
+            };
+            if opcode == Opcode::Shape {
+                // Uses of the launch's shape read the whole launch's instead.
+                out.pop();
+                let body = p.body;
+                crate::builder::replace_uses(p, body, v, param);
+                continue;
+            }
+            // `v = index` becomes `i = index; v = add i, origin`.
+            let i = p.new_value(ty, None, crate::program::ValueDef::Undefined);
+            p.op_mut(op).results[0] = i;
+            p.value_mut(i).def = crate::program::ValueDef::Result(op, 0);
+            let add = p.new_op_with_results(
+                Opcode::Add,
+                vec![i, param],
+                crate::program::Imm::None,
+                vec![v],
+                vec![],
+            );
+            out.push(add);
+        }
+        p.region_mut(r).ops = out;
+    }
+    let compacted = crate::passes::util::compact(p);
+    *p = compacted;
+    Some((m, params.into_iter().map(|(q, _)| q).collect()))
+}

@@ -4,6 +4,7 @@
 
 use crate::cpu::{CpuDevice, HostCompiler, RuntimeError};
 use crate::cuda::{CudaDevice, GpuConfig};
+use crate::group::DeviceGroup;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -147,6 +148,8 @@ pub enum Device {
     Cpu(CpuDevice),
     /// A GPU.
     Cuda(CudaDevice),
+    /// Several devices a map launch is split across (issue 27, [`DeviceGroup`]).
+    Group(DeviceGroup),
 }
 
 impl Device {
@@ -191,6 +194,7 @@ impl Device {
             Device::Interp { .. } => Backend::Interp,
             Device::Cpu(d) => d.compiler().backend(),
             Device::Cuda(_) => Backend::Cuda,
+            Device::Group(g) => g.members()[0].backend(),
         }
     }
 
@@ -215,6 +219,7 @@ impl Device {
             }
             Device::Cpu(d) => d.apply(m, name, inputs, shape),
             Device::Cuda(d) => d.apply(m, name, inputs, shape),
+            Device::Group(g) => g.apply(m, name, inputs, shape),
         }
     }
 
@@ -231,6 +236,7 @@ impl Device {
                 .ok_or_else(|| RunError::UnknownProgram(name.to_string()).into()),
             Device::Cpu(d) => d.prepare(m, name).map(|_| ()),
             Device::Cuda(d) => d.prepare(m, name).map(|_| ()),
+            Device::Group(g) => g.members().iter().try_for_each(|d| d.prepare(m, name)),
         }
     }
 
@@ -240,6 +246,7 @@ impl Device {
             Device::Interp { .. } => {}
             Device::Cpu(d) => d.clear_cache(),
             Device::Cuda(d) => d.clear_cache(),
+            Device::Group(g) => g.members().iter().for_each(|d| d.clear_cache()),
         }
     }
 
@@ -264,6 +271,8 @@ impl Device {
             }
             Device::Cpu(d) => d.run_kernel(m, name, args, grid),
             Device::Cuda(d) => d.run_kernel(m, name, args, grid),
+            // Kernels run whole on the group's first device (issue 27's grid split is to come).
+            Device::Group(g) => g.members()[0].run_kernel(m, name, args, grid),
         }
     }
 }

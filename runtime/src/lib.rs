@@ -12,6 +12,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod disk;
 pub mod error;
+pub mod group;
 mod plan;
 mod planes;
 mod pool;
@@ -31,6 +32,7 @@ pub use cuda::{
     CudaKernelLaunch, CudaLaunch, CudaProgram, DeviceInfo, GpuConfig, Transfers,
 };
 pub use disk::DiskCache;
+pub use group::DeviceGroup;
 pub use prepare::{Plan, Prepared};
 
 /// Runs `f(i)` for every `i` in `0..n` exactly once on the CPU device's launch pool (the

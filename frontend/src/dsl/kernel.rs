@@ -128,7 +128,7 @@ impl Kernel {
         self.launch_on(&Device::current(), grid, block, args)
     }
 
-    /// [`Kernel::launch`] on `device`.
+    /// [`Kernel::launch`] on `device` (on a [`Device::group`], its first member).
     ///
     /// # Errors
     /// As [`Kernel::launch`].
@@ -158,6 +158,11 @@ impl Kernel {
             crate::device::Kind::Cpu(cpu) => return self.launch_cpu(cpu, &g, args),
             crate::device::Kind::Cuda(gpu) => return self.launch_cuda(gpu, &g, args),
             crate::device::Kind::Interp { .. } => {}
+            // A kernel runs whole on a group's first member (issue 27).
+            crate::device::Kind::Group(_) => {
+                let first = device.members().remove(0);
+                return self.launch_on(&first, grid, block, args);
+            }
         }
         let n = p.params.len();
         let mut values: Vec<Option<Const>> = vec![None; n];

@@ -16,6 +16,7 @@ mod examples;
 mod filetests;
 mod fuzz;
 mod fuzz_parser;
+mod groups;
 mod kernels;
 mod limits;
 mod llvm_cpus;
