@@ -19,6 +19,7 @@ use weft_runtime::{CpuDevice, HostCompiler};
 
 mod algebra;
 mod compile;
+mod groups;
 mod heat;
 mod kernels;
 mod launch;
@@ -226,6 +227,10 @@ fn main() {
     }
     if args.get(1).map(String::as_str) == Some("sequence") {
         sequence::main(&args[2..]);
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("groups") {
+        groups::main(&args[2..]);
         return;
     }
     if args.get(1).map(String::as_str) == Some("launch") {

@@ -1332,6 +1332,12 @@ fn reduce_levels_on_device(
     map: Option<&MapFn>,
     data: &ArrayData,
 ) -> Result<Option<Vec<ArrayData>>> {
+    if map.is_none() && c.state.len() == 1 {
+        if let Some(split) = group_levels(dev, c, data)? {
+            let first = dev.members().remove(0);
+            return reduce_levels_on_device(&first, c, None, &split);
+        }
+    }
     let Some(first) = elements(data)? else {
         return Ok(None);
     };
@@ -1380,6 +1386,91 @@ fn reduce_levels_on_device(
         n = outs;
         map = None;
     }
+}
+
+/// On a device group (issue 27), the levels of a reduction that the members run on their
+/// own parts of an array split across the group (a result of a launch on it): while every
+/// part but the last holds whole blocks of [`SPAN`] elements, member `k` runs one level over
+/// part `k` as if it were a whole array, and the results, in part order, are the next
+/// level's elements — the combinations and order of one device, so the same bits. The
+/// levels left (a few elements per block of the input) run on the first member, which
+/// gathers them. `None` when `data` is not split on `dev` this way or no level is left
+/// for the members.
+fn group_levels(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<Option<ArrayData>> {
+    use crate::array::{Part, Parts, Source, Storage};
+    if !dev.is_group() || data.offset != 0 || !data.contiguous() {
+        return Ok(None);
+    }
+    let Source::Stored(s) = &data.source else {
+        return Ok(None);
+    };
+    let Some(ps) = s.parts() else {
+        return Ok(None);
+    };
+    let same_group = ps.group.upgrade().is_some_and(|g| Arc::ptr_eq(&g, &dev.0));
+    let covered: usize = ps.parts.iter().map(|p| p.len).sum();
+    if !same_group || covered != data.len() || data.len() > MAX_ELEMENTS {
+        return Ok(None);
+    }
+    let members = dev.members();
+    let mut cur: Vec<(usize, ArrayData)> = ps
+        .parts
+        .iter()
+        .map(|p| (p.member, ArrayData::stored(p.storage.clone(), &[p.len][..])))
+        .collect();
+    let mut levels = 0;
+    loop {
+        let n: usize = cur.iter().map(|(_, a)| a.len()).sum();
+        let whole_blocks = cur[..cur.len() - 1]
+            .iter()
+            .all(|(_, a)| a.len() % SPAN == 0);
+        if cur.len() < 2 || !whole_blocks || n <= SMALL {
+            break;
+        }
+        cur = cur
+            .into_iter()
+            .map(|(k, a)| {
+                let elems = [a.elem];
+                let m = cached(c, None, Kind::Level, &elems, || {
+                    level_program(c, None, &elems)
+                })?;
+                let len = a.len();
+                let args = vec![ArgVal::Array(a), i32_arg(len)];
+                let out = run_level(&members[k], &m, "reduce.level", args, &[level_outputs(len)])?;
+                Ok((k, out.into_iter().next().expect("one state")))
+            })
+            .collect::<Result<_>>()?;
+        levels += 1;
+    }
+    if levels == 0 {
+        return Ok(None);
+    }
+    let mut start = 0;
+    let parts = cur
+        .iter()
+        .map(|(k, a)| {
+            let Source::Stored(st) = &a.source else {
+                unreachable!("level outputs are stored")
+            };
+            let p = Part {
+                start,
+                len: a.len(),
+                member: *k,
+                storage: st.clone(),
+            };
+            start += a.len();
+            p
+        })
+        .collect();
+    let elem = cur[0].1.elem;
+    let s = Storage::from_parts(
+        elem,
+        Parts {
+            group: Arc::downgrade(&dev.0),
+            parts,
+        },
+    );
+    Ok(Some(ArrayData::stored(s, &[start][..])))
 }
 
 /// A combiner applying `op` lane-wise to two values of `ty` (built once per process).

@@ -226,6 +226,21 @@ impl Device {
         }
     }
 
+    /// Waits until the launches queued on this device — on each member of a group — have
+    /// finished (CUDA's `cuStreamSynchronize`); nothing to wait for on the CPU or the
+    /// interpreter. Deferred launches the library has not queued yet are not run: they run
+    /// when their results are read. For timing and for handing memory to other libraries.
+    ///
+    /// # Errors
+    /// A GPU error, including one of a launch queued earlier.
+    pub fn synchronize(&self) -> Result<()> {
+        match &*self.0 {
+            Kind::Cuda(g) => g.synchronize().map_err(|e| Error::Runtime(e.into())),
+            Kind::Group(_) => self.members().iter().try_for_each(Device::synchronize),
+            _ => Ok(()),
+        }
+    }
+
     /// True for a [`Device::group`].
     pub fn is_group(&self) -> bool {
         matches!(&*self.0, Kind::Group(_))

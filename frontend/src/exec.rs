@@ -404,8 +404,10 @@ fn group_launch(
         .enumerate()
         .filter(|(_, r)| !r.is_empty())
         .collect();
+    // GPU parts are queued at once, so that the members run together; CPU parts wait to be
+    // read, like any launch.
     let launch = |on: &Device, p: Prepared| {
-        if deferred {
+        if deferred && !on.is_cuda() {
             defer(on, p, at)
         } else {
             run_arrays(on, &p)

@@ -13,9 +13,10 @@ use weft_ir::host::lanes_of;
 use weft_ir::launch::{launch_part, plan_launch};
 use weft_ir::{HostArray, Input, Module, ParamKind, RunError};
 
-/// Launches of rank 1 are split at multiples of this many elements (whole SIMD blocks and
-/// whole blocks of the reductions' first level on every member).
-pub const ROW_GRANULE_1D: usize = 1024;
+/// Launches of rank 1 are split at multiples of this many elements: whole blocks of the
+/// reductions' first two levels (`weft::collective`), so that each member reduces its own
+/// part of a split result by two levels before anything moves between devices.
+pub const ROW_GRANULE_1D: usize = 65536;
 
 /// Devices one launch is split across. Members are shared (`Arc`): a device in a group keeps
 /// its kernel cache and resident arrays, and may also be used alone.

@@ -395,6 +395,15 @@ impl CudaDevice {
         self.config = config;
     }
 
+    /// Waits until everything queued on this device's stream has run.
+    ///
+    /// # Errors
+    /// The driver's, naming the call (a failed launch queued earlier shows here).
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        self.inner.bind()?;
+        self.inner.sync()
+    }
+
     /// Host↔device copies so far.
     pub fn transfers(&self) -> Transfers {
         let i = &self.inner;

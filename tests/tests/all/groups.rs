@@ -50,7 +50,7 @@ fn affine() -> Program {
 fn one_dimensional_maps_equal_one_device() {
     let p = affine();
     let t = Array::from_fn([37], |i| i as f32 * 0.25 - 3.0).unwrap();
-    for n in [0usize, 1, 2, 1023, 1024, 1025, 2048, 5000] {
+    for n in [0usize, 1, 2, 1023, 1024, 1025, 5000, 65536, 65537, 200_000] {
         let x = Array::from_fn([n], |i| ((i * 29) % 113) as f32 * 0.37 - 11.0).unwrap();
         let want: Array<1, f32> = p.apply_on(&Device::interp(), (&x, &t)).unwrap();
         let want = want.to_vec().unwrap();
@@ -112,7 +112,9 @@ fn bits<const D: usize>(a: &Array<D, f32>) -> Vec<u32> {
 fn chained_results_stay_split_and_reductions_keep_their_bits() {
     let p = affine();
     let t = Array::from_fn([5], |i| i as f32).unwrap();
-    let n = 70_001;
+    // Two parts or more (whole blocks of 65,536 elements but the last), each reduced by two
+    // levels where it is.
+    let n = 200_003;
     let mut x = Array::from_fn([n], |i| ((i * 31) % 97) as f32 * 0.013).unwrap();
     x.set(123, f32::NAN).unwrap();
     let reference = {
@@ -131,7 +133,7 @@ fn chained_results_stay_split_and_reductions_keep_their_bits() {
     for g in groups() {
         let y: Array<1, f32> = p.apply_on(&g, (&x, &t)).unwrap();
         let parts = y.residency().unwrap().parts;
-        assert_eq!(parts, g.members().len(), "{}: result split", g.name());
+        assert!(parts >= 2, "{}: result in {parts} parts", g.name());
         // `y` feeds the next launch where each member holds its part.
         let z: Array<1, f32> = p.apply_on(&g, (&y, &t)).unwrap();
         assert_eq!(bits(&z), bits(&reference), "{}", g.name());
