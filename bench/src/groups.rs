@@ -2,7 +2,7 @@
 //! points) and Black-Scholes (10^8 options, inputs resident) on one GPU and on device groups
 //! of 2 and 4 GPUs (as many as the host has; `--same-gpu`: GPU 0 twice, which checks the
 //! split paths on one GPU but cannot be faster). Each row is the median time of an apply
-//! until every member has finished (`Device::synchronize`), the speedup over one GPU in the
+//! until every member has finished (one element read, then `Device::synchronize`), the speedup over one GPU in the
 //! same run, and whether the result has one GPU's bits. Markdown on stdout.
 
 use crate::{fail, option_value, time_median as time};
@@ -57,10 +57,11 @@ pub fn main(args: &[String]) {
     let mut base_bits: Vec<u32> = Vec::new();
     for (label, dev) in &devices {
         let run = || ok(dev.scope(|| mdh::mdh_array(&p, &arr, origin, SIDE)));
+        // One element read runs a deferred launch; then every member has to finish.
         let t = time(reps, || {
             let out = run();
+            ok(out.get(0));
             ok(dev.synchronize());
-            drop(out);
         });
         let bits: Vec<u32> = ok(run().to_vec()).iter().map(|x| x.to_bits()).collect();
         if base_bits.is_empty() {
@@ -87,9 +88,10 @@ pub fn main(args: &[String]) {
     for (label, dev) in &devices {
         let run = || ok(dev.scope(|| blackscholes::price_arrays(&p, &s, &x, &t)));
         let tm = time(reps, || {
-            let out = run();
+            let (call, put) = run();
+            ok(call.get(0));
+            ok(put.get(0));
             ok(dev.synchronize());
-            drop(out);
         });
         // Compared through two sums (reading 800 MB back per device would dominate).
         let (call, put) = run();

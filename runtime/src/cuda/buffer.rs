@@ -231,8 +231,7 @@ impl CudaDevice {
         offset: usize,
         n: usize,
     ) -> Result<CudaBuffer, RuntimeError> {
-        if !Arc::ptr_eq(&src.dev, &self.inner) || offset.checked_add(n).is_none_or(|e| e > src.len)
-        {
+        if !src.dev.same_gpu(&self.inner) || offset.checked_add(n).is_none_or(|e| e > src.len) {
             return Err(RunError::Launch {
                 program: "copy".into(),
                 message: "copy_buffer: range outside the buffer, or another device".into(),
@@ -322,7 +321,7 @@ impl CudaDevice {
             match a {
                 CudaKernelArg::Value(_) => {}
                 CudaKernelArg::Array { buf, .. } | CudaKernelArg::Buffer { buf, .. } => {
-                    if !Arc::ptr_eq(&buf.dev, &self.inner) {
+                    if !buf.dev.same_gpu(&self.inner) {
                         return Err(bad("lives on another device").into());
                     }
                 }

@@ -185,7 +185,7 @@ impl CudaDevice {
             let (Some(a), Some((buf, offset))) = (a, buf) else {
                 continue;
             };
-            if !Arc::ptr_eq(&buf.dev, i) {
+            if !buf.dev.same_gpu(i) {
                 return Err(RunError::BadInput {
                     program: b.name.clone(),
                     param: a.param.clone(),

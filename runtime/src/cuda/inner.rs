@@ -4,6 +4,13 @@
 use super::*;
 
 impl Inner {
+    /// Whether `other` drives the same GPU. Devices opened on one GPU share its primary
+    /// context and its legacy default stream, so a buffer of one is usable by the other,
+    /// in stream order (a device group holding one GPU twice; `Device::cuda` called twice).
+    pub(super) fn same_gpu(&self, other: &Inner) -> bool {
+        self.info.ordinal == other.info.ordinal
+    }
+
     pub(super) fn bind(&self) -> Result<(), CudaError> {
         self.ctx
             .bind_to_thread()

@@ -912,7 +912,7 @@ impl CudaDevice {
     ) -> Result<CudaBufferLaunch, RuntimeError> {
         for a in args {
             if let CudaArg::Array { buf, .. } = a {
-                if !Arc::ptr_eq(&buf.dev, &self.inner) {
+                if !buf.dev.same_gpu(&self.inner) {
                     return Err(CudaError::Driver {
                         call: "cuLaunchKernel",
                         code: "CUDA_ERROR_INVALID_CONTEXT".into(),
