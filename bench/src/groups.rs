@@ -1,13 +1,15 @@
 //! `weft-bench groups [--same-gpu] [--reps N]` (issue 27): MDH (4,096 atoms × 161³ ≈ 2^22
 //! points) and Black-Scholes (10^8 options, inputs resident) on one GPU and on device groups
 //! of 2 and 4 GPUs (as many as the host has; `--same-gpu`: GPU 0 twice, which checks the
-//! split paths on one GPU but cannot be faster). Each row is the median time of an apply
+//! split paths on one GPU but cannot be faster), and 50 iterations of CG on the 2048² Poisson
+//! matrix (`cg_arrays`: the SpMV reads the whole direction vector, which every member gathers
+//! from the others through NCCL, and two dot products per iteration). Each row is the median time of an apply
 //! until every member has finished (one element read, then `Device::synchronize`), the speedup over one GPU in the
 //! same run, and whether the result has one GPU's bits. Markdown on stdout.
 
 use crate::{fail, option_value, time_median as time};
 use weft::{Array, Device};
-use weft_workloads::{blackscholes, mdh};
+use weft_workloads::{blackscholes, cg, mdh};
 
 fn ok<T>(r: weft::Result<T>) -> T {
     r.unwrap_or_else(|e| fail(e.to_string()))
@@ -109,6 +111,37 @@ pub fn main(args: &[String]) {
             tm * 1e3,
             base_t / tm,
             if sums == base_sum { "yes (sums)" } else { "NO" }
+        );
+    }
+
+    // CG: 50 iterations (the tolerance is never reached), the solution left split.
+    let a = ok(cg::matrix("poisson:2048"));
+    let n = a.rows;
+    let da = ok(cg::DeviceCsr::new(&a));
+    let b = ok(Array::from_fn([n], |i| 1.0 + (i % 7) as f64 * 0.125));
+    let mut base_t = 0.0;
+    let mut base_bits = 0u64;
+    for (label, dev) in &devices {
+        let run = || ok(cg::cg_arrays(dev, &da, &b, 1e-300, 50));
+        let tm = time(3, || {
+            let s = run();
+            ok(s.x.get(0));
+            ok(dev.synchronize());
+        });
+        let s = run();
+        let bits = ok(dev.scope(|| weft::sum(&s.x))).to_bits();
+        if base_t == 0.0 {
+            (base_t, base_bits) = (tm, bits);
+        }
+        println!(
+            "| CG Poisson 2048², 50 iterations | {label} | {:.2} ms | {:.2}× | {} |",
+            tm * 1e3,
+            base_t / tm,
+            if bits == base_bits && s.iterations == 50 {
+                "yes (sum of x)"
+            } else {
+                "NO"
+            }
         );
     }
 }

@@ -241,6 +241,34 @@ impl Parts {
         Ok(out)
     }
 
+    /// The whole contents on GPU `dev`, put together there from the parts' device copies
+    /// ([`weft_runtime::CudaDevice::gather_parts`]: copies on one GPU, NCCL between GPUs).
+    /// `None` when a part has no device copy, or parts on other GPUs need NCCL and it is
+    /// missing: the caller then goes through the host.
+    fn gather_on(&self, dev: &weft_runtime::CudaDevice) -> Result<Option<CudaBuffer>> {
+        let mut bufs = Vec::with_capacity(self.parts.len());
+        for p in &self.parts {
+            p.storage.resolve()?;
+            let st = lock(&p.storage.state);
+            let Some(c) = st.cuda.first() else {
+                return Ok(None);
+            };
+            bufs.push((p.start, c.clone()));
+        }
+        let ord = dev.info().ordinal;
+        if bufs.iter().any(|(_, b)| b.ordinal() != ord) && weft_runtime::nccl_status().is_err() {
+            return Ok(None);
+        }
+        let n = self
+            .parts
+            .iter()
+            .map(|p| p.start + p.len)
+            .max()
+            .unwrap_or(0);
+        let refs: Vec<(usize, &CudaBuffer)> = bufs.iter().map(|(s, b)| (*s, b)).collect();
+        Ok(Some(dev.gather_parts(&refs, n)?))
+    }
+
     /// Elements `start .. start + n`, from the parts that hold them (downloading only
     /// those elements from a GPU).
     fn range(&self, elem: Type, start: usize, n: usize) -> Result<HostBuffer> {
@@ -444,6 +472,17 @@ impl Storage {
         let ord = dev.info().ordinal;
         if let Some(c) = lock(&self.state).cuda.iter().find(|c| c.ordinal() == ord) {
             return Ok(c.clone());
+        }
+        let (parts, on_host) = {
+            let st = lock(&self.state);
+            (st.parts.clone(), st.host.is_some())
+        };
+        if let (Some(ps), false) = (parts, on_host) {
+            // A split result put together on this GPU from its members' GPUs (NCCL).
+            if let Some(c) = ps.gather_on(dev)? {
+                lock(&self.state).cuda.push(c.clone());
+                return Ok(c);
+            }
         }
         let h = self.host()?;
         let c = dev.upload(&h)?;

@@ -66,6 +66,18 @@ pub enum CudaError {
         /// How many devices the driver reports.
         count: usize,
     },
+    /// NCCL (libnccl), which moves a device group's parts between GPUs, is not installed or
+    /// could not be loaded.
+    #[error("no NCCL library found (libnccl.so.2 could not be loaded: install NCCL or add its directory to LD_LIBRARY_PATH)")]
+    NoNccl,
+    /// An NCCL call failed.
+    #[error("{call}: {message}")]
+    Nccl {
+        /// The NCCL function, e.g. `ncclGroupEnd`.
+        call: &'static str,
+        /// NCCL's error.
+        message: String,
+    },
     /// The driver bindings panicked (e.g. a function missing from an old driver); caught.
     #[error("{call}: the CUDA driver bindings panicked: {message}")]
     Panic {

@@ -27,8 +27,8 @@ pub use cpu::{
     RuntimeError,
 };
 pub use cuda::{
-    cuda_devices, cuda_driver_status, cuda_driver_version, CudaArg, CudaBoundLaunch, CudaBuffer,
-    CudaBufferLaunch, CudaDevice, CudaError, CudaGraphExec, CudaKernel, CudaKernelArg,
+    cuda_devices, cuda_driver_status, cuda_driver_version, nccl_status, CudaArg, CudaBoundLaunch,
+    CudaBuffer, CudaBufferLaunch, CudaDevice, CudaError, CudaGraphExec, CudaKernel, CudaKernelArg,
     CudaKernelLaunch, CudaLaunch, CudaProgram, DeviceInfo, GpuConfig, Transfers,
 };
 pub use disk::DiskCache;

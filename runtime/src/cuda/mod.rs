@@ -58,12 +58,14 @@ mod driver;
 mod graph;
 mod inner;
 mod launch;
+mod nccl;
 
 pub use buffer::{CudaArg, CudaBuffer, CudaBufferLaunch, CudaKernelArg};
 pub use driver::{cuda_devices, cuda_driver_status, cuda_driver_version, CudaError, DeviceInfo};
 use driver::{device_count, device_info, driver, drv, guard, lock};
 pub use graph::{CudaBoundLaunch, CudaGraphExec};
 pub use launch::{CudaKernelLaunch, CudaLaunch};
+pub use nccl::nccl_status;
 
 /// Launch geometry and code generation options of a CUDA device.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -148,6 +148,21 @@ fn chained_results_stay_split_and_reductions_keep_their_bits() {
         let z: Array<1, f32> = p.apply_on(&Device::interp(), (&y, &t)).unwrap();
         z
     };
+    // `w[i] = v[i] - u[n - 1 - i]`, with `u` read whole.
+    let rev = Program::record_named("rev", || {
+        let v = In::<Value1f>::named("v");
+        let u = InArray::<1, Value1f>::named("u", Boundary::Clamp);
+        let i = index::<1>();
+        let j = shape::<1>() - 1i32 - &i;
+        Out::named("w", &v - u.read(&j));
+    })
+    .unwrap();
+    let want_rev = {
+        let w: Array<1, f32> = rev
+            .apply_on(&Device::interp(), (&reference, &reference))
+            .unwrap();
+        bits(&w)
+    };
     let dev = Device::cpu_cranelift();
     let (want_sum, want_min, want_max) = dev.scope(|| {
         (
@@ -180,6 +195,15 @@ fn chained_results_stay_split_and_reductions_keep_their_bits() {
             assert!(minimum(&z).unwrap().is_nan() && want_min.is_nan());
             assert!(maximum(&z).unwrap().is_nan() && want_max.is_nan());
         });
+        // A split result read whole at other coordinates by every member (on GPUs, gathered
+        // onto each through NCCL).
+        let back: Array<1, f32> = rev.apply_on(&g, (&z, &z)).unwrap();
+        assert_eq!(
+            first_difference(&bits(&back), &want_rev),
+            None,
+            "{}",
+            g.name()
+        );
         // A float sum without NaNs: the same bits as one device's.
         let y: Array<1, f32> = p.apply_on(&g, (&clean, &t)).unwrap();
         let s = g.scope(|| sum(&y)).unwrap();
