@@ -68,7 +68,7 @@ pub enum CudaError {
     },
     /// NCCL (libnccl), which moves a device group's parts between GPUs, is not installed or
     /// could not be loaded.
-    #[error("no NCCL library found (libnccl.so.2 could not be loaded: install NCCL or add its directory to LD_LIBRARY_PATH)")]
+    #[error("no NCCL library found (libnccl.so could not be loaded: install NCCL, or link libnccl.so to libnccl.so.2 in a directory on LD_LIBRARY_PATH)")]
     NoNccl,
     /// An NCCL call failed.
     #[error("{call}: {message}")]
