@@ -21,6 +21,7 @@ mod kernels;
 mod limits;
 mod llvm_cpus;
 mod papercuts;
+mod random;
 mod sequence;
 mod watchdog;
 mod workloads;

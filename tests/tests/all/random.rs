@@ -1,0 +1,181 @@
+//! Counter-based random numbers (issue 25): Philox4x64-10 against Random123's known-answer
+//! vectors and NumPy's `Philox` streams (digests of the first 10,000 outputs of three keys,
+//! computed with NumPy 2.4), with the same bits on every device.
+
+use weft::dsl::{
+    index, philox4x64, random_below_at, random_f32_at, random_f64_at, random_normal_at,
+    random_u64_at, Out, Param, Program, Value,
+};
+use weft::{Array, Const, Device};
+
+fn devices() -> Vec<Device> {
+    let mut d = vec![
+        Device::interp(),
+        Device::cpu_cranelift(),
+        Device::cpu_llvm(),
+        Device::group(&[Device::cpu_cranelift(), Device::cpu_llvm()]).unwrap(),
+    ];
+    match Device::cuda(0) {
+        Ok(g) => d.push(g),
+        Err(e) => eprintln!("random: SKIPPED CUDA ({e})"),
+    }
+    d
+}
+
+#[test]
+fn philox_matches_random123_known_answers() {
+    // Random123's kat_vectors for philox4x64 with 10 rounds: (counter, key, result).
+    let m = u64::MAX;
+    let cases: [([u64; 4], [u64; 2], [u64; 4]); 3] = [
+        (
+            [0; 4],
+            [0; 2],
+            [
+                0x16554d9eca36314c,
+                0xdb20fe9d672d0fdc,
+                0xd7e772cee186176b,
+                0x7e68b68aec7ba23b,
+            ],
+        ),
+        (
+            [m; 4],
+            [m; 2],
+            [
+                0x87b092c3013fe90b,
+                0x438c3c67be8d0224,
+                0x9cc7d7c69cd777b6,
+                0xa09caebf594f0ba0,
+            ],
+        ),
+        (
+            [
+                0x243f6a8885a308d3,
+                0x13198a2e03707344,
+                0xa4093822299f31d0,
+                0x082efa98ec4e6c89,
+            ],
+            [0x452821e638d01377, 0xbe5466cf34e90c6c],
+            [
+                0xa528f45403e61d95,
+                0x38c72dbd566e9788,
+                0xa5a1610e72fd18b5,
+                0x57bd43b5e52b7fe6,
+            ],
+        ),
+    ];
+    for (ctr, key, want) in cases {
+        let got = philox4x64(&Value::from_array(ctr), &Value::from_array(key));
+        assert_eq!(
+            got.to_array().unwrap(),
+            want,
+            "counter {ctr:x?}, key {key:x?}"
+        );
+    }
+}
+
+/// Outputs `j` of the raw, f64 and f32 streams at `j = index`; and a normal and an integer
+/// below 1000.
+fn streams() -> (Program, Program) {
+    let uniform = Program::record_named("streams", || {
+        let key = Param::uniform::<Value<u64, 2>>("key");
+        let j = index::<1>().cast::<u64>();
+        Out::named("raw", random_u64_at(&key, &j));
+        Out::named("f64", random_f64_at(&key, &j));
+        Out::named("f32", random_f32_at(&key, &j));
+    })
+    .unwrap();
+    let other = Program::record_named("others", || {
+        let key = Param::uniform::<Value<u64, 2>>("key");
+        let j = index::<1>().cast::<u64>();
+        Out::named("normal", random_normal_at(&key, &j));
+        Out::named("below", random_below_at(&key, &j, 1000));
+    })
+    .unwrap();
+    (uniform, other)
+}
+
+type Streams = (Array<1, u64>, Array<1, f64>, Array<1, f32>);
+
+#[test]
+fn streams_equal_numpy_and_every_device_gives_the_same_bits() {
+    let (p, q) = streams();
+    // key (low, high) → xor and wrapping sum of the first 10,000 `random_raw()` outputs, the
+    // 10,000th, the wrapping sum of the bits of `random()`'s first 10,000 doubles and of
+    // `random(dtype=float32)`'s first 10,000 floats (NumPy 2.4.6).
+    let numpy: [([u64; 2], [u64; 5]); 3] = [
+        (
+            [0, 0],
+            [
+                0x1723bc6f8c09d3f1,
+                0x35e4844adf5eebb3,
+                0x57e5d23d0a09ff8a,
+                0xe48c808854c31ac6,
+                0x99350f9f079,
+            ],
+        ),
+        (
+            [12345, 0],
+            [
+                0x583533c49d9aea27,
+                0xde577b13c3dc93e9,
+                0xb0c5b03515924ac4,
+                0xe323120fd61d06d1,
+                0x9936bfaef74,
+            ],
+        ),
+        (
+            [0x0123456789abcdef, 0xdeadbeefcafef00d],
+            [
+                0x8177c8a53f2e8a2d,
+                0x2808be0692f8da79,
+                0x1eafb8ebe21a7b71,
+                0xed2ff4e7a442113b,
+                0x99338e3502a,
+            ],
+        ),
+    ];
+    let n = 10_000;
+    for (key, want) in numpy {
+        let k = Const::from_lanes(Value::<u64, 2>::ir_type(), &key);
+        let mut first: Option<Vec<Vec<u64>>> = None;
+        for dev in devices() {
+            let (raw, f64s, f32s): Streams = p.apply_shape_on(&dev, &[n], k).unwrap();
+            let (normal, below): (Array<1, f64>, Array<1, u64>) =
+                q.apply_shape_on(&dev, &[n], k).unwrap();
+            let raw = raw.to_vec().unwrap();
+            let f64s: Vec<u64> = f64s.to_vec().unwrap().iter().map(|x| x.to_bits()).collect();
+            let f32s: Vec<u64> = f32s
+                .to_vec()
+                .unwrap()
+                .iter()
+                .map(|x| u64::from(x.to_bits()))
+                .collect();
+            let normal: Vec<u64> = normal
+                .to_vec()
+                .unwrap()
+                .iter()
+                .map(|x| x.to_bits())
+                .collect();
+            let below = below.to_vec().unwrap();
+            let xor = raw.iter().fold(0, |a, b| a ^ b);
+            let sum = |v: &[u64]| v.iter().fold(0u64, |a, &b| a.wrapping_add(b));
+            let got = [xor, sum(&raw), raw[n - 1], sum(&f64s), sum(&f32s)];
+            assert_eq!(got, want, "{} against NumPy, key {key:x?}", dev.name());
+            assert!(below.iter().all(|&b| b < 1000), "{}", dev.name());
+            let all = vec![raw, f64s, f32s, normal, below];
+            match &first {
+                None => first = Some(all),
+                Some(f) => assert!(f == &all, "{} against the interpreter", dev.name()),
+            }
+        }
+        // The normals look normal: mean near 0, variance near 1 (10,000 samples).
+        let normal = &first.unwrap()[3];
+        let xs: Vec<f64> = normal.iter().map(|&b| f64::from_bits(b)).collect();
+        let mean = xs.iter().sum::<f64>() / n as f64;
+        let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n as f64;
+        assert!(
+            mean.abs() < 0.05 && (var - 1.0).abs() < 0.05,
+            "{mean} {var}"
+        );
+    }
+}
