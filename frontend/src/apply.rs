@@ -279,20 +279,24 @@ impl Program {
 
 /// Reduces all elements of `a` with the user combiner program (2 inputs, 1 output, all of
 /// `a`'s element type; assumed associative, DESIGN §5) on the current device, in parallel:
-/// see [`crate::collective`] for the order of combination.
+/// see [`crate::collective`] for the order of combination. A combiner reading host
+/// [`Uniform`](crate::dsl::Uniform)s uses their values at the call.
 ///
 /// # Errors
 /// A combiner of the wrong arity or type; an empty array (a combiner has no identity); a
 /// device failure.
 pub fn reduce<const D: usize, T: Elem>(combiner: &Program, a: &Array<D, T>) -> Result<T> {
+    let combiner = combiner.with_current_uniforms()?;
     collective::reduce_with(combiner.module(), combiner.name(), a)
 }
 
 /// Counts the elements of `a` for which the predicate program (1 input of `a`'s element
-/// type, 1 bool output) is true, on the current device.
+/// type, 1 bool output) is true, on the current device. A predicate reading host
+/// [`Uniform`](crate::dsl::Uniform)s uses their values at the call.
 ///
 /// # Errors
 /// A predicate of the wrong signature; a device failure.
 pub fn count<const D: usize, T: Elem>(pred: &Program, a: &Array<D, T>) -> Result<u64> {
+    let pred = pred.with_current_uniforms()?;
     collective::count_with(pred.module(), pred.name(), a)
 }

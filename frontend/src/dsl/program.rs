@@ -233,6 +233,27 @@ impl Program {
         self.derive(r, &[self])
     }
 
+    /// This program with the inputs linked to host [`Uniform`](super::Uniform)s bound
+    /// tightly to the uniforms' current values (DESIGN §4): what collectives inline into
+    /// their generated programs (`count`, `reduce`), so that a predicate or combiner reading
+    /// a uniform sees the value it has at the call, as an apply's program does. The program
+    /// itself when it has no such input.
+    ///
+    /// # Errors
+    /// As [`Program::bind`].
+    pub fn with_current_uniforms(&self) -> Result<Program> {
+        let caps = self.captured_uniforms();
+        if caps.is_empty() {
+            return Ok(self.clone());
+        }
+        let mut ir = self.ir().clone();
+        for (i, c) in caps {
+            let name = self.ir().param_name(i).to_string();
+            ir = algebra::bind(&ir, &name, &c)?;
+        }
+        self.derive(ir, &[self])
+    }
+
     /// Tight binding of an array input to known contents (DESIGN §4, `algebra::bind_array`):
     /// reads at constant coordinates fold to constants. Errors as `algebra::bind_array`.
     pub fn bind_array(&self, input: &str, value: &HostArray) -> Result<Program> {

@@ -1,12 +1,14 @@
-//! Counter-based random numbers (issue 25): Philox4x64-10 against Random123's known-answer
-//! vectors and NumPy's `Philox` streams (digests of the first 10,000 outputs of three keys,
-//! computed with NumPy 2.4), with the same bits on every device.
+//! The collectives of issue 25: counter-based random numbers (Philox4x64-10 against
+//! Random123's known-answer vectors and NumPy's `Philox` streams — digests of the first
+//! 10,000 outputs of three keys, computed with NumPy 2.4 — with the same bits on every
+//! device), and collectives whose predicates and combiners read host uniforms.
 
 use weft::dsl::{
     index, philox4x64, random_below_at, random_f32_at, random_f64_at, random_normal_at,
     random_u64_at, Out, Param, Program, Value,
 };
-use weft::{Array, Const, Device};
+use weft::dsl::{In, Uniform, Value1f};
+use weft::{count, reduce, Array, Const, Device};
 
 fn devices() -> Vec<Device> {
     let mut d = vec![
@@ -177,5 +179,41 @@ fn streams_equal_numpy_and_every_device_gives_the_same_bits() {
             mean.abs() < 0.05 && (var - 1.0).abs() < 0.05,
             "{mean} {var}"
         );
+    }
+}
+
+#[test]
+fn count_and_reduce_take_programs_that_read_uniforms() {
+    let limit = Uniform::named("limit", 0.5f32);
+    let above = Program::record_named("above", || {
+        let x = In::<Value1f>::named("x");
+        Out::named("hit", x.gt(limit.value()));
+    })
+    .unwrap();
+    let scale = Uniform::named("scale", 2.0f32);
+    // (a + b)·scale is not associative unless scale is 1: the order is weft's fixed one,
+    // so only the value at the call matters here.
+    let scaled = Program::record_named("scaled", || {
+        let a = In::<Value1f>::named("a");
+        let b = In::<Value1f>::named("b");
+        Out::named("c", (a + b) * scale.value());
+    })
+    .unwrap();
+    let xs = Array::from_fn([5000], |i| (i % 100) as f32 * 0.01).unwrap();
+    for dev in devices() {
+        dev.scope(|| {
+            limit.set(0.5);
+            assert_eq!(count(&above, &xs).unwrap(), 2450, "{}", dev.name());
+            limit.set(0.895);
+            assert_eq!(count(&above, &xs).unwrap(), 500, "{}", dev.name());
+            scale.set(1.0);
+            let s = reduce(&scaled, &xs).unwrap();
+            let plain = weft::sum(&xs).unwrap();
+            assert!(
+                (s - plain).abs() <= 1e-3 * plain,
+                "{} {s} {plain}",
+                dev.name()
+            );
+        });
     }
 }
