@@ -10,6 +10,7 @@ pub mod device;
 pub mod dsl;
 pub mod error;
 mod exec;
+pub mod histogram;
 pub mod npy;
 pub mod scalar;
 mod sequence;
@@ -21,6 +22,7 @@ pub use collective::{
 };
 pub use device::Device;
 pub use error::{Error, Result};
+pub use histogram::{bincount, histogram};
 pub use scalar::{Elem, Scalar};
 pub use sequence::{Arrays, Sequence};
 pub use weft_runtime::{stats, Backend, DeviceOptions};
@@ -47,9 +49,9 @@ pub use weft_runtime::{stats, Backend, DeviceOptions};
 pub mod prelude {
     pub use crate::dsl::*;
     pub use crate::{
-        arg_max, arg_min, count, grid1, grid2, grid3, maximum, maximum_array, minimum,
-        minimum_array, product, reduce, sum, sum_array, Array, Arrays, Bundle, Device, Elem, Error,
-        Result, Scalar, Sequence,
+        arg_max, arg_min, bincount, count, grid1, grid2, grid3, histogram, maximum, maximum_array,
+        minimum, minimum_array, product, reduce, sum, sum_array, Array, Arrays, Bundle, Device,
+        Elem, Error, Result, Scalar, Sequence,
     };
 }
 

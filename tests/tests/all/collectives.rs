@@ -1,14 +1,15 @@
 //! The collectives of issue 25: counter-based random numbers (Philox4x64-10 against
 //! Random123's known-answer vectors and NumPy's `Philox` streams — digests of the first
 //! 10,000 outputs of three keys, computed with NumPy 2.4 — with the same bits on every
-//! device), and collectives whose predicates and combiners read host uniforms.
+//! device), collectives whose predicates and combiners read host uniforms, and histograms
+//! (`bincount`, `histogram`) against a host count on every device.
 
 use weft::dsl::{
     index, philox4x64, random_below_at, random_f32_at, random_f64_at, random_normal_at,
     random_u64_at, Out, Param, Program, Value,
 };
 use weft::dsl::{In, Uniform, Value1f};
-use weft::{count, reduce, Array, Const, Device};
+use weft::{bincount, count, histogram, reduce, Array, Const, Device};
 
 fn devices() -> Vec<Device> {
     let mut d = vec![
@@ -216,4 +217,60 @@ fn count_and_reduce_take_programs_that_read_uniforms() {
             );
         });
     }
+}
+
+#[test]
+fn bincount_and_histogram_equal_a_host_count_on_every_device() {
+    for n in [0usize, 1, 2, 1023, 1024, 1025, 100_003] {
+        let v: Vec<i32> = (0..n)
+            .map(|i| ((i as i64 * 7919 + 13) % 5011) as i32 - 3)
+            .collect();
+        let xs: Vec<f32> = (0..n)
+            .map(|i| match i % 97 {
+                0 => f32::NAN,
+                1 => 2.5,  // the range's top: the last bin
+                2 => -1.0, // below the range
+                _ => ((i * 37) % 1000) as f32 * 0.0025 - 0.01,
+            })
+            .collect();
+        let va = Array::from_vec([n], v.clone()).unwrap();
+        let xa = Array::from_vec([n], xs.clone()).unwrap();
+        for bins in [1usize, 7, 256, 5000] {
+            let mut want = vec![0u32; bins];
+            for &x in &v {
+                if x >= 0 && (x as usize) < bins {
+                    want[x as usize] += 1;
+                }
+            }
+            let (lo, hi) = (0.0f64, 2.5f64);
+            let mut hist = vec![0u32; bins];
+            for &x in &xs {
+                let x = f64::from(x);
+                if x >= lo && x <= hi {
+                    let b = (((x - lo) * (bins as f64 / (hi - lo))).floor() as usize).min(bins - 1);
+                    hist[b] += 1;
+                }
+            }
+            for dev in devices() {
+                let got = dev.scope(|| bincount(&va, bins)).unwrap();
+                assert_eq!(
+                    got.to_vec().unwrap(),
+                    want,
+                    "bincount {} n {n} bins {bins}",
+                    dev.name()
+                );
+                let got = dev.scope(|| histogram(&xa, bins, (0.0, 2.5))).unwrap();
+                assert_eq!(
+                    got.to_vec().unwrap(),
+                    hist,
+                    "histogram {} n {n} bins {bins}",
+                    dev.name()
+                );
+            }
+        }
+    }
+    let e = histogram(&Array::from_vec([1], vec![0.5f32]).unwrap(), 4, (1.0, 1.0)).unwrap_err();
+    assert!(e.to_string().contains("lo < hi"), "{e}");
+    let e = bincount(&Array::from_vec([1], vec![0]).unwrap(), 0).unwrap_err();
+    assert!(e.to_string().contains("bins"), "{e}");
 }

@@ -1,0 +1,207 @@
+//! Histograms (issue 25, scatter with combine): [`bincount`] and [`histogram`], each one
+//! kernel-mode launch in which every work-group counts its share of the values into a
+//! histogram of its own in shared memory, then adds it to the result with one atomic add
+//! per bin (the privatised histogram of CUB's `DeviceHistogram` and of the CUDA samples).
+//! Counts are integers, so every order of the atomic adds gives the same result: every
+//! device gives the same counts.
+
+use crate::array::Array;
+use crate::device::Device;
+use crate::dsl::{
+    block_dim, block_index, for_step, grid_dim, if_, sync_threads, thread_index, Buffer, InArray,
+    Kernel, KernelArg, Param, Shared, Value, Value1d, Value1f, Value1i, Value1ui,
+};
+use crate::error::{Error, Result};
+use std::sync::OnceLock;
+use weft_ir::Boundary;
+
+/// Bins a work-group counts in shared memory (16 KiB of `u32`); more bins are counted with
+/// atomic adds to the result directly.
+const LOCAL_BINS: usize = 4096;
+/// Work-items per work-group.
+const ITEMS: usize = 256;
+/// Values each work-item counts, at least, before another work-group is worth launching.
+const PER_ITEM: usize = 64;
+/// The most work-groups of one launch.
+const MAX_GROUPS: usize = 1024;
+
+/// The body shared by the kernels, after their own parameters: uniforms `n` (values) and
+/// `bins`, then the `counts` buffer; `bin(i)` gives the bin of value `i` and whether it is
+/// counted.
+fn count_kernel(local: bool, bin: impl Fn(Value1i) -> (Value1i, Value<bool, 1>)) {
+    let n = Param::uniform::<Value1i>("n");
+    let bins = Param::uniform::<Value1i>("bins");
+    let counts = Buffer::<1, Value1ui>::named("counts");
+    let tid = thread_index::<1>();
+    let items = block_dim::<1>();
+    let first = block_index::<1>() * &items + &tid;
+    let stride = grid_dim::<1>() * &items;
+    if local {
+        let mine = Shared::<1, Value1ui>::new([LOCAL_BINS]);
+        for_step(&tid, &bins, &items, |b| mine.store(&b, 0u32));
+        sync_threads();
+        for_step(&first, &n, &stride, |i| {
+            let (b, counted) = bin(i);
+            if_(counted, || {
+                mine.atomic_add(&b, 1u32);
+            });
+        });
+        sync_threads();
+        for_step(&tid, &bins, &items, |b| {
+            let c = mine.read(&b);
+            if_(c.ne(0u32), || {
+                counts.atomic_add(&b, &c);
+            });
+        });
+    } else {
+        for_step(&first, &n, &stride, |i| {
+            let (b, counted) = bin(i);
+            if_(counted, || {
+                counts.atomic_add(&b, 1u32);
+            });
+        });
+    }
+}
+
+/// The bincount kernel (`local`: counted in shared memory first).
+fn bincount_kernel(local: bool) -> Result<&'static Kernel> {
+    static K: [OnceLock<std::result::Result<Kernel, String>>; 2] =
+        [OnceLock::new(), OnceLock::new()];
+    K[usize::from(local)]
+        .get_or_init(|| {
+            Kernel::record_named("bincount", || {
+                let values = InArray::<1, Value1i>::named("values", Boundary::Clamp);
+                let top = Param::uniform::<Value1i>("top");
+                count_kernel(local, |i| {
+                    let v = values.read(&i);
+                    let ok = v.ge(0i32) & v.lt(&top);
+                    (v, ok)
+                });
+            })
+            .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| Error::argument(e.clone()))
+}
+
+/// The f32 histogram kernel.
+fn histogram_kernel(local: bool) -> Result<&'static Kernel> {
+    static K: [OnceLock<std::result::Result<Kernel, String>>; 2] =
+        [OnceLock::new(), OnceLock::new()];
+    K[usize::from(local)]
+        .get_or_init(|| {
+            Kernel::record_named("histogram", || {
+                let values = InArray::<1, Value1f>::named("values", Boundary::Clamp);
+                let lo = Param::uniform::<Value1d>("lo");
+                let hi = Param::uniform::<Value1d>("hi");
+                let scale = Param::uniform::<Value1d>("scale");
+                let last = Param::uniform::<Value1i>("last");
+                count_kernel(local, |i| {
+                    let x = values.read(&i).cast::<f64>();
+                    // NaN fails both comparisons: not counted.
+                    let inside = x.ge(&lo) & x.le(&hi);
+                    let f = ((&x - &lo) * &scale).floor();
+                    let b = crate::dsl::select(f.ge(&last.cast::<f64>()), &last, f.cast::<i32>());
+                    (
+                        crate::dsl::select(inside.clone(), b, Value1i::new(0i32)),
+                        inside,
+                    )
+                });
+            })
+            .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| Error::argument(e.clone()))
+}
+
+/// Work-groups for `n` values.
+fn groups(n: usize) -> u32 {
+    n.div_ceil(ITEMS * PER_ITEM).clamp(1, MAX_GROUPS) as u32
+}
+
+fn check(n: usize, bins: usize, what: &str) -> Result<()> {
+    if bins == 0 || bins > i32::MAX as usize || n > i32::MAX as usize {
+        return Err(Error::argument(format!(
+            "{what}: {bins} bins over {n} values (bins must be 1 to 2^31 − 1, values at most \
+             2^31 − 1)"
+        )));
+    }
+    Ok(())
+}
+
+/// How many of `values` equal each of `0 .. bins` (NumPy's `bincount` with `minlength =
+/// bins`, CuPy's on a GPU), on the current device; values outside `0 .. bins` are not
+/// counted. Counts are `u32`, the same on every device.
+///
+/// ```
+/// use weft::{bincount, Array};
+/// let v = Array::from_vec([6], vec![0, 2, 2, 5, -1, 9])?;
+/// assert_eq!(bincount(&v, 6)?.to_vec()?, vec![1, 0, 2, 0, 0, 1]);
+/// # Ok::<(), weft::Error>(())
+/// ```
+///
+/// # Errors
+/// `bins` of 0 or above `i32::MAX`; a device failure.
+pub fn bincount(values: &Array<1, i32>, bins: usize) -> Result<Array<1, u32>> {
+    let n = values.len();
+    check(n, bins, "bincount")?;
+    let mut counts = Array::filled([bins], 0u32)?;
+    if n == 0 {
+        return Ok(counts);
+    }
+    let k = bincount_kernel(bins <= LOCAL_BINS)?;
+    k.launch_on(
+        &Device::current(),
+        &[groups(n)],
+        &[ITEMS as u32],
+        &mut [
+            KernelArg::array(values),
+            KernelArg::value(bins as i32),
+            KernelArg::value(n as i32),
+            KernelArg::value(bins as i32),
+            KernelArg::buffer(&mut counts),
+        ],
+    )?;
+    Ok(counts)
+}
+
+/// The histogram of `values` in `bins` equal bins over `range = (lo, hi)` (NumPy's
+/// `histogram(values, bins, range)` counts), on the current device: value `x` in `[lo, hi]`
+/// goes to bin `⌊(x − lo) · bins / (hi − lo)⌋` computed in f64 (`hi` itself to the last bin);
+/// values outside the range and NaNs are not counted. Counts are `u32`, the same on every
+/// device.
+///
+/// # Errors
+/// `bins` of 0 or above `i32::MAX`; a range that is not finite with `lo < hi`; a device
+/// failure.
+pub fn histogram(values: &Array<1, f32>, bins: usize, range: (f32, f32)) -> Result<Array<1, u32>> {
+    let n = values.len();
+    check(n, bins, "histogram")?;
+    let (lo, hi) = (f64::from(range.0), f64::from(range.1));
+    if !(lo.is_finite() && hi.is_finite() && lo < hi) {
+        return Err(Error::argument(format!(
+            "histogram: range ({lo}, {hi}) must be finite with lo < hi"
+        )));
+    }
+    let mut counts = Array::filled([bins], 0u32)?;
+    if n == 0 {
+        return Ok(counts);
+    }
+    let k = histogram_kernel(bins <= LOCAL_BINS)?;
+    k.launch_on(
+        &Device::current(),
+        &[groups(n)],
+        &[ITEMS as u32],
+        &mut [
+            KernelArg::array(values),
+            KernelArg::value(lo),
+            KernelArg::value(hi),
+            KernelArg::value(bins as f64 / (hi - lo)),
+            KernelArg::value(bins as i32 - 1),
+            KernelArg::value(n as i32),
+            KernelArg::value(bins as i32),
+            KernelArg::buffer(&mut counts),
+        ],
+    )?;
+    Ok(counts)
+}
