@@ -18,6 +18,7 @@ use weft_ir::{Const, Type};
 use weft_runtime::{CpuDevice, HostCompiler};
 
 mod algebra;
+mod collectives;
 mod compile;
 mod groups;
 mod heat;
@@ -227,6 +228,10 @@ fn main() {
     }
     if args.get(1).map(String::as_str) == Some("sequence") {
         sequence::main(&args[2..]);
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("collectives") {
+        collectives::main(&args[2..]);
         return;
     }
     if args.get(1).map(String::as_str) == Some("groups") {

@@ -101,7 +101,7 @@ fn histogram_kernel(local: bool) -> Result<&'static Kernel> {
                     // NaN fails both comparisons: not counted.
                     let inside = x.ge(&lo) & x.le(&hi);
                     let f = ((&x - &lo) * &scale).floor();
-                    let b = crate::dsl::select(f.ge(&last.cast::<f64>()), &last, f.cast::<i32>());
+                    let b = crate::dsl::select(f.ge(last.cast::<f64>()), &last, f.cast::<i32>());
                     (
                         crate::dsl::select(inside.clone(), b, Value1i::new(0i32)),
                         inside,

