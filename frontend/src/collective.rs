@@ -241,6 +241,8 @@ enum Kind {
     Zeros,
     /// `reduce.pair`: two levels of a built-in reduction per kernel-mode launch (a GPU's).
     Pair,
+    /// `segment.reduce`: one launch element per segment of a segmented reduction.
+    Segment,
 }
 static PASSES: Memo<CacheKey, Arc<Module>> = std::sync::OnceLock::new();
 
@@ -1471,6 +1473,175 @@ fn group_levels(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<Option<A
         },
     );
     Ok(Some(ArrayData::stored(s, &[start][..])))
+}
+
+/// `segment.reduce` (launch shape `[segments]`, issue 25): element `s` folds the elements
+/// `offsets[s] .. offsets[s + 1]` of `x0 …` left to right, starting from the uniforms
+/// `init0 …` (the identity for the built-ins, the caller's value for a user combiner); an
+/// empty segment gives the uniforms `empty0 …`.
+fn segment_program(c: &Combiner, elems: &[Type]) -> Result<Module> {
+    let mut b = ProgramBuilder::new("segment.reduce");
+    let xs = array_params(&mut b, "x", 1, elems)?;
+    let ot = Type::array(1, Type::i32(), Boundary::Clamp).expect("arrays of i32");
+    let off = b.array("offsets", ot);
+    let inits: Vec<weft_ir::Value> = c
+        .state
+        .iter()
+        .enumerate()
+        .map(|(q, &t)| b.uniform(&format!("init{q}"), t))
+        .collect();
+    let s = b.index(Type::i32());
+    let one = i32c(&mut b, 1);
+    let s1 = b.op(Opcode::Add, &[s, one]);
+    let lo = b.read(off, s);
+    let hi = b.read(off, s1);
+    let vars: Vec<weft_ir::builder::Variable> = c
+        .state
+        .iter()
+        .zip(&inits)
+        .enumerate()
+        .map(|(q, (&t, &init))| {
+            let v = b.declare_var(&format!("acc_{q}"), t);
+            b.def_var(v, init);
+            v
+        })
+        .collect();
+    let empties: Vec<weft_ir::Value> = c
+        .state
+        .iter()
+        .enumerate()
+        .map(|(q, &t)| b.uniform(&format!("empty{q}"), t))
+        .collect();
+    let cp = c.program().clone();
+    b.for_range(lo, hi, one, |b, k| {
+        let x: Vec<weft_ir::Value> = xs.iter().map(|&x| b.read(x, k)).collect();
+        combine_into(b, &cp, &vars, &x);
+    });
+    // An empty segment gives `empty0 …` (a float sum's +0, where its identity is −0).
+    let has = b.op(Opcode::Lt, &[lo, hi]);
+    for (&v, &e) in vars.iter().zip(&empties) {
+        let acc = b.use_var(v);
+        let r = b.select(has, acc, e);
+        b.def_var(v, r);
+    }
+    finish_level(b, c, None, &vars)
+}
+
+/// Segment `s` of `values` reduced with `c` from `init`, for every segment of `offsets`.
+fn segments<T: Elem>(
+    c: &Combiner,
+    values: &Array<1, T>,
+    offsets: &Array<1, i32>,
+    init: Const,
+    empty: Const,
+) -> Result<Array<1, T>> {
+    let n = offsets.len();
+    if n == 0 {
+        return Err(Error::argument(
+            "segmented reduction: `offsets` needs at least one element (segment s is \
+             offsets[s] .. offsets[s + 1])",
+        ));
+    }
+    if values.len() > MAX_ELEMENTS {
+        return Err(Error::argument(format!(
+            "segmented reduction: more than {MAX_ELEMENTS} values"
+        )));
+    }
+    let elems = [T::ir_type()];
+    let m = cached(c, None, Kind::Segment, &elems, || {
+        segment_program(c, &elems)
+    })?;
+    let args = vec![
+        ArgVal::Array(values.data.contiguous_view()?),
+        ArgVal::Array(offsets.data.contiguous_view()?),
+        ArgVal::Uniform(init),
+        ArgVal::Uniform(empty),
+    ];
+    let mut out = run_level(&Device::current(), &m, "segment.reduce", args, &[n - 1])?;
+    Array::from_data(out.remove(0))
+}
+
+/// A built-in segmented reduction.
+fn builtin_segments<T: Elem>(
+    op: Opcode,
+    values: &Array<1, T>,
+    offsets: &Array<1, i32>,
+) -> Result<Array<1, T>> {
+    let c = arithmetic_combiner(op, values)?;
+    let t = T::ir_type();
+    let lanes = c.identity.as_ref().map_or([0; 4], |id| id[0]);
+    let init = Const::from_lanes(t, &lanes[..weft_ir::host::lanes_of(t)]);
+    // A float sum's identity is −0 (exact for every element); an empty segment sums to +0.
+    let empty = if op == Opcode::Add { Const::zero(t) } else { init };
+    segments(&c, values, offsets, init, empty)
+}
+
+/// The sum of each segment of `values` (issue 25; JAX's `segment_sum` over CSR offsets):
+/// element `s` of the result (`offsets.len() − 1` elements) adds `values[offsets[s] ..
+/// offsets[s + 1]]` left to right, from 0 (an empty segment gives 0), on the current
+/// device: one launch element per segment, the same bits on every device. `offsets` should
+/// be non-decreasing within `0 ..= values.len()`; positions outside `values` read its
+/// nearest element (clamped).
+///
+/// ```
+/// use weft::{segment_sum, Array};
+/// let v = Array::from_vec([5], vec![1.0f32, 2.0, 3.0, 4.0, 5.0])?;
+/// let rows = Array::from_vec([4], vec![0, 2, 2, 5])?;
+/// assert_eq!(segment_sum(&v, &rows)?.to_vec()?, vec![3.0, 0.0, 12.0]);
+/// # Ok::<(), weft::Error>(())
+/// ```
+///
+/// # Errors
+/// Empty `offsets`, `bool` values, a device failure.
+pub fn segment_sum<T: Elem>(values: &Array<1, T>, offsets: &Array<1, i32>) -> Result<Array<1, T>> {
+    builtin_segments(Opcode::Add, values, offsets)
+}
+
+/// The minimum of each segment, as [`segment_sum`] (an empty segment gives the type's
+/// largest value, +∞ for floats; a NaN in a segment gives NaN).
+///
+/// # Errors
+/// As [`segment_sum`].
+pub fn segment_min<T: Elem>(values: &Array<1, T>, offsets: &Array<1, i32>) -> Result<Array<1, T>> {
+    builtin_segments(Opcode::Min, values, offsets)
+}
+
+/// The maximum of each segment, as [`segment_sum`] (an empty segment gives the type's
+/// smallest value, −∞ for floats).
+///
+/// # Errors
+/// As [`segment_sum`].
+pub fn segment_max<T: Elem>(values: &Array<1, T>, offsets: &Array<1, i32>) -> Result<Array<1, T>> {
+    builtin_segments(Opcode::Max, values, offsets)
+}
+
+/// Each segment of `values` reduced with a user combiner (2 inputs, 1 output, all of the
+/// element type), left to right from `init` (an empty segment gives `init`), as
+/// [`segment_sum`]. A combiner reading host uniforms uses their values at the call.
+///
+/// # Errors
+/// A combiner of the wrong arity or type; as [`segment_sum`].
+pub fn segment_reduce<T: Elem>(
+    combiner: &crate::dsl::Program,
+    values: &Array<1, T>,
+    offsets: &Array<1, i32>,
+    init: T,
+) -> Result<Array<1, T>> {
+    let combiner = combiner.with_current_uniforms()?;
+    let c = Combiner::check(combiner.module(), combiner.name(), "segment_reduce")?;
+    if c.state != [T::ir_type()] {
+        return Err(Error::argument(format!(
+            "segment_reduce: the combiner works on {}, the values are {}",
+            list(&c.state),
+            T::ir_type()
+        )));
+    }
+    let t = T::ir_type();
+    let lanes: Vec<u64> = (0..weft_ir::host::lanes_of(t))
+        .map(|l| init.lane(l).to_bits())
+        .collect();
+    let init = Const::from_lanes(t, &lanes);
+    segments(&c, values, offsets, init, init)
 }
 
 /// A combiner applying `op` lane-wise to two values of `ty` (built once per process).

@@ -18,7 +18,8 @@ mod sequence;
 pub use apply::{count, reduce, Arg, Args, Bundle, Outputs};
 pub use array::{grid1, grid2, grid3, Array, Residency};
 pub use collective::{
-    arg_max, arg_min, maximum, maximum_array, minimum, minimum_array, product, sum, sum_array,
+    arg_max, arg_min, maximum, maximum_array, minimum, minimum_array, product, segment_max,
+    segment_min, segment_reduce, segment_sum, sum, sum_array,
 };
 pub use device::Device;
 pub use error::{Error, Result};

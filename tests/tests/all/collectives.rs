@@ -2,14 +2,18 @@
 //! Random123's known-answer vectors and NumPy's `Philox` streams — digests of the first
 //! 10,000 outputs of three keys, computed with NumPy 2.4 — with the same bits on every
 //! device), collectives whose predicates and combiners read host uniforms, and histograms
-//! (`bincount`, `histogram`) against a host count on every device.
+//! (`bincount`, `histogram`) against a host count and segmented reductions against a host
+//! fold, on every device.
 
 use weft::dsl::{
     index, philox4x64, random_below_at, random_f32_at, random_f64_at, random_normal_at,
     random_u64_at, Out, Param, Program, Value,
 };
 use weft::dsl::{In, Uniform, Value1f};
-use weft::{bincount, count, histogram, reduce, Array, Const, Device};
+use weft::{
+    bincount, count, histogram, reduce, segment_max, segment_min, segment_reduce, segment_sum,
+    Array, Const, Device,
+};
 
 fn devices() -> Vec<Device> {
     let mut d = vec![
@@ -273,4 +277,99 @@ fn bincount_and_histogram_equal_a_host_count_on_every_device() {
     assert!(e.to_string().contains("lo < hi"), "{e}");
     let e = bincount(&Array::from_vec([1], vec![0]).unwrap(), 0).unwrap_err();
     assert!(e.to_string().contains("bins"), "{e}");
+}
+
+/// IEEE 754-2019 `minimum`/`maximum` (NaN wins; −0 < +0), as docs/semantics.md defines them.
+fn ieee(a: f32, b: f32, less: bool) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        return f32::NAN;
+    }
+    if a == b {
+        return if less == a.is_sign_negative() { a } else { b };
+    }
+    if (a < b) == less {
+        a
+    } else {
+        b
+    }
+}
+
+#[test]
+fn segmented_reductions_equal_a_host_fold_on_every_device() {
+    let plus = Program::record_named("plus_then_half", || {
+        let a = In::<Value1f>::named("a");
+        let b = In::<Value1f>::named("b");
+        Out::named("c", (a + b) * 0.5f32);
+    })
+    .unwrap();
+    for rows in [1usize, 2, 17, 1000, 5003] {
+        // Row lengths 0 to 9, so some rows are empty; one NaN.
+        let mut offsets = vec![0i32];
+        for r in 0..rows {
+            offsets.push(offsets[r] + ((r * 7 + 3) % 10) as i32);
+        }
+        let n = *offsets.last().unwrap() as usize;
+        let mut v: Vec<f32> = (0..n)
+            .map(|i| ((i * 13) % 29) as f32 * 0.37 - 4.0)
+            .collect();
+        if n > 40 {
+            v[40] = f32::NAN;
+        }
+        let fold = |init: f32, f: &dyn Fn(f32, f32) -> f32| -> Vec<u32> {
+            (0..rows)
+                .map(|r| {
+                    let (lo, hi) = (offsets[r] as usize, offsets[r + 1] as usize);
+                    canon(v[lo..hi].iter().fold(init, |a, &b| f(a, b)))
+                })
+                .collect()
+        };
+        let want_sum = fold(0.0, &|a, b| a + b);
+        let want_min = fold(f32::INFINITY, &|a, b| ieee(a, b, true));
+        let want_max = fold(f32::NEG_INFINITY, &|a, b| ieee(a, b, false));
+        let want_half = fold(1.0, &|a, b| (a + b) * 0.5);
+        let va = Array::from_vec([n], v.clone()).unwrap();
+        let oa = Array::from_vec([rows + 1], offsets.clone()).unwrap();
+        let got =
+            |a: Array<1, f32>| -> Vec<u32> { a.to_vec().unwrap().into_iter().map(canon).collect() };
+        for dev in devices() {
+            dev.scope(|| {
+                let d = dev.name();
+                assert_eq!(
+                    got(segment_sum(&va, &oa).unwrap()),
+                    want_sum,
+                    "sum {d} {rows}"
+                );
+                assert_eq!(
+                    got(segment_min(&va, &oa).unwrap()),
+                    want_min,
+                    "min {d} {rows}"
+                );
+                assert_eq!(
+                    got(segment_max(&va, &oa).unwrap()),
+                    want_max,
+                    "max {d} {rows}"
+                );
+                let h = segment_reduce(&plus, &va, &oa, 1.0f32).unwrap();
+                assert_eq!(got(h), want_half, "reduce {d} {rows}");
+            });
+        }
+    }
+    let ints = Array::from_vec([4], vec![1i32, 2, 3, 4]).unwrap();
+    let rows = Array::from_vec([3], vec![0, 3, 4]).unwrap();
+    assert_eq!(
+        segment_sum(&ints, &rows).unwrap().to_vec().unwrap(),
+        vec![6, 4]
+    );
+    let none = Array::from_vec([0], Vec::<i32>::new()).unwrap();
+    let e = segment_sum(&ints, &none).unwrap_err();
+    assert!(e.to_string().contains("at least one element"), "{e}");
+}
+
+/// `x`'s bits, every NaN as one (NaN payloads are unspecified: docs/semantics.md).
+fn canon(x: f32) -> u32 {
+    if x.is_nan() {
+        f32::NAN.to_bits()
+    } else {
+        x.to_bits()
+    }
 }
