@@ -1,6 +1,7 @@
 //! `weft-bench collectives [--gpu]` (issue 25): `bincount` of 10^7 i32 values into 256
-//! bins and 10^7 Philox doubles on the CPU devices (and CUDA GPU 0 with `--gpu`), next to
-//! NumPy's `bincount(v, minlength=256)` and `Generator(Philox(key=7)).random(10^7)` (and
+//! bins, 10^7 Philox doubles and `cumsum` of 2^24 f32 on the CPU devices (and CUDA GPU 0 with `--gpu`), next to
+//! NumPy's `bincount(v, minlength=256)`, `Generator(Philox(key=7)).random(10^7)` and
+//! `cumsum` (and
 //! CuPy's `bincount` on a GPU), run by python3 in the same run on the same values; medians;
 //! every weft result checked against the host's count or NumPy's first numbers.
 //! Markdown on stdout.
@@ -8,7 +9,7 @@
 use crate::{fail, time_median as time};
 use std::process::Command;
 use weft::dsl::{index, random_f64_at, Out, Param, Program, Value};
-use weft::{bincount, Array, Const, Device};
+use weft::{bincount, cumsum, Array, Const, Device};
 
 fn ok<T>(r: weft::Result<T>) -> T {
     r.unwrap_or_else(|e| fail(e.to_string()))
@@ -36,6 +37,8 @@ def med(f):
     return sorted(ts)[3]
 print("numpy_bincount", med(lambda: np.bincount(v, minlength=bins)))
 print("numpy_philox", med(lambda: np.random.Generator(np.random.Philox(key=7)).random(n)))
+x = (np.arange(1 << 24) % 1000).astype(np.float32) * np.float32(0.001)
+print("numpy_cumsum", med(lambda: np.cumsum(x)))
 if gpu:
     import cupy as cp
     g = cp.asarray(v)
@@ -65,6 +68,7 @@ pub fn main(args: &[String]) {
         let k = Param::uniform::<Value<u64, 2>>("key");
         Out::named("u", random_f64_at(&k, &index::<1>().cast::<u64>()));
     }));
+    let xs: Array<1, f32> = ok(Array::from_fn([1 << 24], |i| (i % 1000) as f32 * 0.001));
     let mut rows: Vec<(String, f64)> = Vec::new();
     for (name, dev) in &devices {
         let counts = ok(dev.scope(|| bincount(&va, BINS)));
@@ -81,6 +85,11 @@ pub fn main(args: &[String]) {
             ok(u.get(0));
         });
         rows.push((format!("10^7 Philox doubles, weft {name}"), t));
+        let t = time(7, || {
+            let y = ok(dev.scope(|| cumsum(&xs)));
+            ok(y.get(0));
+        });
+        rows.push((format!("cumsum 2^24 f32, weft {name}"), t));
     }
     let py = Command::new("python3")
         .arg("-c")
@@ -115,6 +124,8 @@ pub fn main(args: &[String]) {
             } else {
                 base.get("numpy_bincount")
             }
+        } else if name.starts_with("cumsum") {
+            base.get("numpy_cumsum")
         } else {
             base.get("numpy_philox")
         };

@@ -243,6 +243,12 @@ enum Kind {
     Pair,
     /// `segment.reduce`: one launch element per segment of a segmented reduction.
     Segment,
+    /// `scan.totals`: one launch element per block of [`SCAN_FAN`] elements of a scan.
+    ScanTotals,
+    /// `scan.spread`: one launch element per element of a scan's level.
+    ScanSpread,
+    /// `scan.shift`: an inclusive scan made exclusive.
+    ScanShift,
 }
 static PASSES: Memo<CacheKey, Arc<Module>> = std::sync::OnceLock::new();
 
@@ -1572,7 +1578,11 @@ fn builtin_segments<T: Elem>(
     let lanes = c.identity.as_ref().map_or([0; 4], |id| id[0]);
     let init = Const::from_lanes(t, &lanes[..weft_ir::host::lanes_of(t)]);
     // A float sum's identity is −0 (exact for every element); an empty segment sums to +0.
-    let empty = if op == Opcode::Add { Const::zero(t) } else { init };
+    let empty = if op == Opcode::Add {
+        Const::zero(t)
+    } else {
+        init
+    };
     segments(&c, values, offsets, init, empty)
 }
 
@@ -1627,21 +1637,236 @@ pub fn segment_reduce<T: Elem>(
     offsets: &Array<1, i32>,
     init: T,
 ) -> Result<Array<1, T>> {
+    let c = user_combiner::<T>(combiner, "segment_reduce")?;
+    let init = elem_const(init);
+    segments(&c, values, offsets, init, init)
+}
+
+/// Elements per block of a scan's levels (docs/semantics.md, "Scans").
+pub const SCAN_FAN: usize = 32;
+
+/// Folds `x0 … [lo .. hi)` (i32 positions, `lo < hi`) left to right into new variables.
+fn fold_range(
+    b: &mut ProgramBuilder,
+    c: &Combiner,
+    xs: &[weft_ir::Value],
+    lo: weft_ir::Value,
+    hi: weft_ir::Value,
+) -> Vec<weft_ir::builder::Variable> {
+    let cp = c.program().clone();
+    let vars: Vec<weft_ir::builder::Variable> = c
+        .state
+        .iter()
+        .zip(xs)
+        .enumerate()
+        .map(|(q, (&t, &x))| {
+            let v = b.declare_var(&format!("acc_{q}"), t);
+            let first = b.read(x, lo);
+            b.def_var(v, first);
+            v
+        })
+        .collect();
+    let one = i32c(b, 1);
+    let next = b.op(Opcode::Add, &[lo, one]);
+    b.for_range(next, hi, one, |b, k| {
+        let x: Vec<weft_ir::Value> = xs.iter().map(|&x| b.read(x, k)).collect();
+        combine_into(b, &cp, &vars, &x);
+    });
+    vars
+}
+
+/// `scan.totals` (launch shape `[⌈n / SCAN_FAN⌉]`): element `b` folds block `b` of `x0 …`,
+/// elements `SCAN_FAN·b .. min(SCAN_FAN·(b + 1), n)`, left to right.
+fn scan_totals_program(c: &Combiner, elems: &[Type]) -> Result<Module> {
+    let mut b = ProgramBuilder::new("scan.totals");
+    let xs = array_params(&mut b, "x", 1, elems)?;
+    let n = b.uniform("n", Type::i32());
+    let blk = b.index(Type::i32());
+    let fan = i32c(&mut b, SCAN_FAN);
+    let lo = b.op(Opcode::Mul, &[blk, fan]);
+    let end = b.op(Opcode::Add, &[lo, fan]);
+    let hi = b.op(Opcode::Min, &[end, n]);
+    let vars = fold_range(&mut b, c, &xs, lo, hi);
+    finish_level(b, c, None, &vars)
+}
+
+/// `scan.spread` (launch shape `[n]`): element `i` of block `b = ⌊i / SCAN_FAN⌋` is the
+/// fold of `x[SCAN_FAN·b ..= i]` left to right, combined after `t[b − 1]` (the inclusive
+/// scan of the block totals) when `b > 0`.
+fn scan_spread_program(c: &Combiner, elems: &[Type]) -> Result<Module> {
+    let mut b = ProgramBuilder::new("scan.spread");
+    let xs = array_params(&mut b, "x", 1, elems)?;
+    let ts = array_params(&mut b, "t", 1, &c.state)?;
+    let i = b.index(Type::i32());
+    let mask = i32c(&mut b, SCAN_FAN - 1);
+    let j = b.op(Opcode::And, &[i, mask]);
+    let lo = b.op(Opcode::Sub, &[i, j]);
+    let one = i32c(&mut b, 1);
+    let hi = b.op(Opcode::Add, &[i, one]);
+    let vars = fold_range(&mut b, c, &xs, lo, hi);
+    let zero = i32c(&mut b, 0);
+    let later = b.op(Opcode::Gt, &[lo, zero]);
+    let cp = c.program().clone();
+    b.if_(later, |b| {
+        let fan = i32c(b, SCAN_FAN);
+        let blk = b.op(Opcode::Div, &[lo, fan]);
+        let one = i32c(b, 1);
+        let prev = b.op(Opcode::Sub, &[blk, one]);
+        let mut args: Vec<weft_ir::Value> = ts.iter().map(|&t| b.read(t, prev)).collect();
+        args.extend(vars.iter().map(|&v| b.use_var(v)));
+        let r = b.call(&cp, &args);
+        for (&v, x) in vars.iter().zip(r) {
+            b.def_var(v, x);
+        }
+    });
+    finish_level(b, c, None, &vars)
+}
+
+/// `scan.shift` (launch shape `[n]`): element `i` is `y[i − 1]`, element 0 the uniforms
+/// `init0 …`.
+fn scan_shift_program(c: &Combiner) -> Result<Module> {
+    let mut b = ProgramBuilder::new("scan.shift");
+    let ys = array_params(&mut b, "y", 1, &c.state)?;
+    let inits: Vec<weft_ir::Value> = c
+        .state
+        .iter()
+        .enumerate()
+        .map(|(q, &t)| b.uniform(&format!("init{q}"), t))
+        .collect();
+    let i = b.index(Type::i32());
+    let zero = i32c(&mut b, 0);
+    let first = b.op(Opcode::Eq, &[i, zero]);
+    let one = i32c(&mut b, 1);
+    let prev = b.op(Opcode::Sub, &[i, one]);
+    for (q, (&y, &init)) in ys.iter().zip(&inits).enumerate() {
+        let v = b.read(y, prev);
+        let r = b.select(first, init, v);
+        b.output(&format!("s{q}"), r);
+    }
+    finish_module(b, c, None)
+}
+
+/// The inclusive scan of the `n` elements `data` with `c` in the fixed order of
+/// docs/semantics.md ("Scans"), on `dev`.
+fn scan_levels(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<ArrayData> {
+    let n = data.len();
+    let elems = [data.elem];
+    let totals = if n > SCAN_FAN {
+        let m = cached(c, None, Kind::ScanTotals, &elems, || {
+            scan_totals_program(c, &elems)
+        })?;
+        let args = vec![ArgVal::Array(data.clone()), i32_arg(n)];
+        let t = run_level(dev, &m, "scan.totals", args, &[n.div_ceil(SCAN_FAN)])?;
+        scan_levels(dev, c, &t[0])?
+    } else {
+        // One block: no totals are read (a one-element stand-in of the right type).
+        data.clone()
+    };
+    let m = cached(c, None, Kind::ScanSpread, &elems, || {
+        scan_spread_program(c, &elems)
+    })?;
+    let args = vec![ArgVal::Array(data.clone()), ArgVal::Array(totals)];
+    let mut out = run_level(dev, &m, "scan.spread", args, &[n])?;
+    Ok(out.remove(0))
+}
+
+/// A scan of `a` with `c`: inclusive, or exclusive from `init`.
+fn scan_with<T: Elem>(c: &Combiner, a: &Array<1, T>, init: Option<Const>) -> Result<Array<1, T>> {
+    let n = a.len();
+    if n == 0 {
+        return Ok(a.clone());
+    }
+    if n > MAX_ELEMENTS {
+        return Err(Error::argument(format!(
+            "scans of more than {MAX_ELEMENTS} elements are not supported (this array has {n})"
+        )));
+    }
+    let dev = Device::current();
+    let y = scan_levels(&dev, c, &a.data.contiguous_view()?)?;
+    let Some(init) = init else {
+        return Array::from_data(y);
+    };
+    let m = cached(c, None, Kind::ScanShift, &c.state, || scan_shift_program(c))?;
+    let args = vec![ArgVal::Array(y), ArgVal::Uniform(init)];
+    let mut out = run_level(&dev, &m, "scan.shift", args, &[n])?;
+    Array::from_data(out.remove(0))
+}
+
+/// The inclusive prefix sums of `a` (NumPy's `cumsum`, issue 25): element `i` is the sum of
+/// elements `0 ..= i`, in the fixed order of docs/semantics.md ("Scans") — blocks of
+/// [`SCAN_FAN`] elements folded left to right after the scan of the blocks before them —
+/// the same bits on every device (not NumPy's sequential order for floats). Integers wrap.
+///
+/// ```
+/// use weft::{cumsum, Array};
+/// let a = Array::from_vec([5], vec![1, 2, 3, 4, 5])?;
+/// assert_eq!(cumsum(&a)?.to_vec()?, vec![1, 3, 6, 10, 15]);
+/// # Ok::<(), weft::Error>(())
+/// ```
+///
+/// # Errors
+/// `bool` elements; more than [`MAX_ELEMENTS`] elements; a device failure.
+pub fn cumsum<T: Elem>(a: &Array<1, T>) -> Result<Array<1, T>> {
+    let c = arithmetic_combiner(Opcode::Add, a)?;
+    scan_with(&c, a, None)
+}
+
+/// The exclusive prefix sums of `a`: element `i` is the sum of elements `0 .. i` (0 for
+/// element 0), in [`cumsum`]'s order (stream compaction's output positions).
+///
+/// # Errors
+/// As [`cumsum`].
+pub fn cumsum_exclusive<T: Elem>(a: &Array<1, T>) -> Result<Array<1, T>> {
+    let c = arithmetic_combiner(Opcode::Add, a)?;
+    scan_with(&c, a, Some(Const::zero(T::ir_type())))
+}
+
+/// The inclusive scan of `a` with a user combiner (2 inputs, 1 output, all of the element
+/// type; assumed associative, DESIGN §5), in [`cumsum`]'s order. A combiner reading host
+/// uniforms uses their values at the call.
+///
+/// # Errors
+/// A combiner of the wrong arity or type; as [`cumsum`].
+pub fn scan<T: Elem>(combiner: &crate::dsl::Program, a: &Array<1, T>) -> Result<Array<1, T>> {
+    let c = user_combiner::<T>(combiner, "scan")?;
+    scan_with(&c, a, None)
+}
+
+/// The exclusive scan of `a` with a user combiner: element `i` combines elements `0 .. i`,
+/// element 0 is `init`; as [`scan`].
+///
+/// # Errors
+/// As [`scan`].
+pub fn scan_exclusive<T: Elem>(
+    combiner: &crate::dsl::Program,
+    a: &Array<1, T>,
+    init: T,
+) -> Result<Array<1, T>> {
+    let c = user_combiner::<T>(combiner, "scan_exclusive")?;
+    scan_with(&c, a, Some(elem_const(init)))
+}
+
+/// A user combiner of `T` values.
+fn user_combiner<T: Elem>(combiner: &crate::dsl::Program, what: &str) -> Result<Combiner> {
     let combiner = combiner.with_current_uniforms()?;
-    let c = Combiner::check(combiner.module(), combiner.name(), "segment_reduce")?;
+    let c = Combiner::check(combiner.module(), combiner.name(), what)?;
     if c.state != [T::ir_type()] {
         return Err(Error::argument(format!(
-            "segment_reduce: the combiner works on {}, the values are {}",
+            "{what}: the combiner works on {}, the values are {}",
             list(&c.state),
             T::ir_type()
         )));
     }
+    Ok(c)
+}
+
+/// `x` as a constant of its IR type.
+fn elem_const<T: Elem>(x: T) -> Const {
     let t = T::ir_type();
     let lanes: Vec<u64> = (0..weft_ir::host::lanes_of(t))
-        .map(|l| init.lane(l).to_bits())
+        .map(|l| x.lane(l).to_bits())
         .collect();
-    let init = Const::from_lanes(t, &lanes);
-    segments(&c, values, offsets, init, init)
+    Const::from_lanes(t, &lanes)
 }
 
 /// A combiner applying `op` lane-wise to two values of `ty` (built once per process).

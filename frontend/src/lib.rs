@@ -18,8 +18,9 @@ mod sequence;
 pub use apply::{count, reduce, Arg, Args, Bundle, Outputs};
 pub use array::{grid1, grid2, grid3, Array, Residency};
 pub use collective::{
-    arg_max, arg_min, maximum, maximum_array, minimum, minimum_array, product, segment_max,
-    segment_min, segment_reduce, segment_sum, sum, sum_array,
+    arg_max, arg_min, cumsum, cumsum_exclusive, maximum, maximum_array, minimum, minimum_array,
+    product, scan, scan_exclusive, segment_max, segment_min, segment_reduce, segment_sum, sum,
+    sum_array,
 };
 pub use device::Device;
 pub use error::{Error, Result};
@@ -50,9 +51,9 @@ pub use weft_runtime::{stats, Backend, DeviceOptions};
 pub mod prelude {
     pub use crate::dsl::*;
     pub use crate::{
-        arg_max, arg_min, bincount, count, grid1, grid2, grid3, histogram, maximum, maximum_array,
-        minimum, minimum_array, product, reduce, sum, sum_array, Array, Arrays, Bundle, Device,
-        Elem, Error, Result, Scalar, Sequence,
+        arg_max, arg_min, bincount, count, cumsum, cumsum_exclusive, grid1, grid2, grid3,
+        histogram, maximum, maximum_array, minimum, minimum_array, product, reduce, sum, sum_array,
+        Array, Arrays, Bundle, Device, Elem, Error, Result, Scalar, Sequence,
     };
 }
 

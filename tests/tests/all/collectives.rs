@@ -2,8 +2,8 @@
 //! Random123's known-answer vectors and NumPy's `Philox` streams — digests of the first
 //! 10,000 outputs of three keys, computed with NumPy 2.4 — with the same bits on every
 //! device), collectives whose predicates and combiners read host uniforms, and histograms
-//! (`bincount`, `histogram`) against a host count and segmented reductions against a host
-//! fold, on every device.
+//! (`bincount`, `histogram`) against a host count, segmented reductions against a host
+//! fold, and scans against a host emulation of their fixed order, on every device.
 
 use weft::dsl::{
     index, philox4x64, random_below_at, random_f32_at, random_f64_at, random_normal_at,
@@ -11,8 +11,8 @@ use weft::dsl::{
 };
 use weft::dsl::{In, Uniform, Value1f};
 use weft::{
-    bincount, count, histogram, reduce, segment_max, segment_min, segment_reduce, segment_sum,
-    Array, Const, Device,
+    bincount, count, cumsum, cumsum_exclusive, histogram, reduce, scan, scan_exclusive,
+    segment_max, segment_min, segment_reduce, segment_sum, Array, Const, Device,
 };
 
 fn devices() -> Vec<Device> {
@@ -371,5 +371,85 @@ fn canon(x: f32) -> u32 {
         f32::NAN.to_bits()
     } else {
         x.to_bits()
+    }
+}
+
+/// The inclusive scan of `x` in weft's order (docs/semantics.md, "Scans"): blocks of 32
+/// folded left to right, after the scan of the earlier blocks' totals.
+fn scan_order<T: Copy>(x: &[T], op: &dyn Fn(T, T) -> T) -> Vec<T> {
+    const FAN: usize = 32;
+    if x.is_empty() {
+        return Vec::new();
+    }
+    let fold = |lo: usize, hi: usize| x[lo + 1..hi].iter().fold(x[lo], |a, &b| op(a, b));
+    let totals: Vec<T> = (0..x.len().div_ceil(FAN))
+        .map(|b| fold(b * FAN, ((b + 1) * FAN).min(x.len())))
+        .collect();
+    let scanned = if x.len() > FAN {
+        scan_order(&totals, op)
+    } else {
+        Vec::new()
+    };
+    (0..x.len())
+        .map(|i| {
+            let b = i / FAN;
+            let y = fold(b * FAN, i + 1);
+            if b > 0 {
+                op(scanned[b - 1], y)
+            } else {
+                y
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn scans_follow_their_fixed_order_on_every_device() {
+    let half = Program::record_named("half_sum", || {
+        let a = In::<Value1f>::named("a");
+        let b = In::<Value1f>::named("b");
+        Out::named("c", (a + b) * 0.5f32);
+    })
+    .unwrap();
+    for n in [0usize, 1, 2, 31, 32, 33, 1023, 1024, 1025, 100_003] {
+        let xf: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919) % 1013) as f32 * 0.013 - 6.0)
+            .collect();
+        let xi: Vec<i32> = (0..n).map(|i| (i as i32).wrapping_mul(2_654_435)).collect();
+        let fa = Array::from_vec([n], xf.clone()).unwrap();
+        let ia = Array::from_vec([n], xi.clone()).unwrap();
+        let want_f: Vec<u32> = scan_order(&xf, &|a, b| a + b)
+            .into_iter()
+            .map(canon)
+            .collect();
+        let want_i = scan_order(&xi, &|a: i32, b| a.wrapping_add(b));
+        let mut want_ie = vec![0];
+        want_ie.extend(&want_i[..n.saturating_sub(1)]);
+        let want_ie = if n == 0 { Vec::new() } else { want_ie };
+        let want_h: Vec<u32> = scan_order(&xf, &|a, b| (a + b) * 0.5)
+            .into_iter()
+            .map(canon)
+            .collect();
+        let mut want_he = vec![canon(3.0)];
+        want_he.extend(&want_h[..n.saturating_sub(1)]);
+        let want_he = if n == 0 { Vec::new() } else { want_he };
+        let bits =
+            |a: Array<1, f32>| -> Vec<u32> { a.to_vec().unwrap().into_iter().map(canon).collect() };
+        for dev in devices() {
+            dev.scope(|| {
+                let d = dev.name();
+                assert_eq!(bits(cumsum(&fa).unwrap()), want_f, "f32 {d} {n}");
+                assert_eq!(
+                    cumsum(&ia).unwrap().to_vec().unwrap(),
+                    want_i,
+                    "i32 {d} {n}"
+                );
+                let e = cumsum_exclusive(&ia).unwrap().to_vec().unwrap();
+                assert_eq!(e, want_ie, "exclusive {d} {n}");
+                assert_eq!(bits(scan(&half, &fa).unwrap()), want_h, "user {d} {n}");
+                let he = scan_exclusive(&half, &fa, 3.0).unwrap();
+                assert_eq!(bits(he), want_he, "user exclusive {d} {n}");
+            });
+        }
     }
 }
