@@ -227,13 +227,7 @@ impl Parts {
     /// The whole contents on the host: each part's host copy (downloaded from its member
     /// when it has none) put in place.
     fn gather(&self, elem: Type) -> Result<HostBuffer> {
-        let n = self
-            .parts
-            .iter()
-            .map(|p| p.start + p.len)
-            .max()
-            .unwrap_or(0);
-        let mut out = HostBuffer::for_output(elem, n);
+        let mut out = HostBuffer::for_output(elem, self.len());
         for p in &self.parts {
             let h = p.storage.host()?;
             out.copy_from(p.start, &h, 0, p.len);
@@ -259,14 +253,17 @@ impl Parts {
         if bufs.iter().any(|(_, b)| b.ordinal() != ord) && weft_runtime::nccl_status().is_err() {
             return Ok(None);
         }
-        let n = self
-            .parts
+        let refs: Vec<(usize, &CudaBuffer)> = bufs.iter().map(|(s, b)| (*s, b)).collect();
+        Ok(Some(dev.gather_parts(&refs, self.len())?))
+    }
+
+    /// The elements the parts hold in all.
+    fn len(&self) -> usize {
+        self.parts
             .iter()
             .map(|p| p.start + p.len)
             .max()
-            .unwrap_or(0);
-        let refs: Vec<(usize, &CudaBuffer)> = bufs.iter().map(|(s, b)| (*s, b)).collect();
-        Ok(Some(dev.gather_parts(&refs, n)?))
+            .unwrap_or(0)
     }
 
     /// Elements `start .. start + n`, from the parts that hold them (downloading only

@@ -1481,6 +1481,15 @@ fn group_levels(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<Option<A
     Ok(Some(ArrayData::stored(s, &[start][..])))
 }
 
+/// One uniform parameter `{prefix}{q}` per component of `c`'s state.
+fn state_uniforms(b: &mut ProgramBuilder, c: &Combiner, prefix: &str) -> Vec<weft_ir::Value> {
+    c.state
+        .iter()
+        .enumerate()
+        .map(|(q, &t)| b.uniform(&format!("{prefix}{q}"), t))
+        .collect()
+}
+
 /// `segment.reduce` (launch shape `[segments]`, issue 25): element `s` folds the elements
 /// `offsets[s] .. offsets[s + 1]` of `x0 …` left to right, starting from the uniforms
 /// `init0 …` (the identity for the built-ins, the caller's value for a user combiner); an
@@ -1490,12 +1499,7 @@ fn segment_program(c: &Combiner, elems: &[Type]) -> Result<Module> {
     let xs = array_params(&mut b, "x", 1, elems)?;
     let ot = Type::array(1, Type::i32(), Boundary::Clamp).expect("arrays of i32");
     let off = b.array("offsets", ot);
-    let inits: Vec<weft_ir::Value> = c
-        .state
-        .iter()
-        .enumerate()
-        .map(|(q, &t)| b.uniform(&format!("init{q}"), t))
-        .collect();
+    let inits = state_uniforms(&mut b, c, "init");
     let s = b.index(Type::i32());
     let one = i32c(&mut b, 1);
     let s1 = b.op(Opcode::Add, &[s, one]);
@@ -1512,12 +1516,7 @@ fn segment_program(c: &Combiner, elems: &[Type]) -> Result<Module> {
             v
         })
         .collect();
-    let empties: Vec<weft_ir::Value> = c
-        .state
-        .iter()
-        .enumerate()
-        .map(|(q, &t)| b.uniform(&format!("empty{q}"), t))
-        .collect();
+    let empties = state_uniforms(&mut b, c, "empty");
     let cp = c.program().clone();
     b.for_range(lo, hi, one, |b, k| {
         let x: Vec<weft_ir::Value> = xs.iter().map(|&x| b.read(x, k)).collect();
@@ -1727,12 +1726,7 @@ fn scan_spread_program(c: &Combiner, elems: &[Type]) -> Result<Module> {
 fn scan_shift_program(c: &Combiner) -> Result<Module> {
     let mut b = ProgramBuilder::new("scan.shift");
     let ys = array_params(&mut b, "y", 1, &c.state)?;
-    let inits: Vec<weft_ir::Value> = c
-        .state
-        .iter()
-        .enumerate()
-        .map(|(q, &t)| b.uniform(&format!("init{q}"), t))
-        .collect();
+    let inits = state_uniforms(&mut b, c, "init");
     let i = b.index(Type::i32());
     let zero = i32c(&mut b, 0);
     let first = b.op(Opcode::Eq, &[i, zero]);

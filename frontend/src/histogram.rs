@@ -145,23 +145,33 @@ fn check(n: usize, bins: usize, what: &str) -> Result<()> {
 pub fn bincount(values: &Array<1, i32>, bins: usize) -> Result<Array<1, u32>> {
     let n = values.len();
     check(n, bins, "bincount")?;
+    let k = bincount_kernel(bins <= LOCAL_BINS)?;
+    count_into(
+        k,
+        n,
+        bins,
+        vec![KernelArg::array(values), KernelArg::value(bins as i32)],
+    )
+}
+
+/// Launches counting kernel `k` over `n` values into `bins` new counts; `args` are the
+/// kernel's own arguments (before `n`, `bins` and the counts).
+fn count_into(
+    k: &Kernel,
+    n: usize,
+    bins: usize,
+    args: Vec<KernelArg<'static>>,
+) -> Result<Array<1, u32>> {
     let mut counts = Array::filled([bins], 0u32)?;
     if n == 0 {
         return Ok(counts);
     }
-    let k = bincount_kernel(bins <= LOCAL_BINS)?;
-    k.launch_on(
-        &Device::current(),
-        &[groups(n)],
-        &[ITEMS as u32],
-        &mut [
-            KernelArg::array(values),
-            KernelArg::value(bins as i32),
-            KernelArg::value(n as i32),
-            KernelArg::value(bins as i32),
-            KernelArg::buffer(&mut counts),
-        ],
-    )?;
+    let mut args: Vec<KernelArg<'_>> = args;
+    args.push(KernelArg::value(n as i32));
+    args.push(KernelArg::value(bins as i32));
+    args.push(KernelArg::buffer(&mut counts));
+    k.launch_on(&Device::current(), &[groups(n)], &[ITEMS as u32], &mut args)?;
+    drop(args);
     Ok(counts)
 }
 
@@ -183,25 +193,17 @@ pub fn histogram(values: &Array<1, f32>, bins: usize, range: (f32, f32)) -> Resu
             "histogram: range ({lo}, {hi}) must be finite with lo < hi"
         )));
     }
-    let mut counts = Array::filled([bins], 0u32)?;
-    if n == 0 {
-        return Ok(counts);
-    }
     let k = histogram_kernel(bins <= LOCAL_BINS)?;
-    k.launch_on(
-        &Device::current(),
-        &[groups(n)],
-        &[ITEMS as u32],
-        &mut [
+    count_into(
+        k,
+        n,
+        bins,
+        vec![
             KernelArg::array(values),
             KernelArg::value(lo),
             KernelArg::value(hi),
             KernelArg::value(bins as f64 / (hi - lo)),
             KernelArg::value(bins as i32 - 1),
-            KernelArg::value(n as i32),
-            KernelArg::value(bins as i32),
-            KernelArg::buffer(&mut counts),
         ],
-    )?;
-    Ok(counts)
+    )
 }

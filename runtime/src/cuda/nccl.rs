@@ -48,6 +48,21 @@ fn nccl_err(call: &'static str, e: impl fmt::Debug) -> CudaError {
     }
 }
 
+/// The byte ranges of each plane of `b` and of the same plane of a buffer of plane stride
+/// `stride` (elements) holding `b` from element `start`.
+fn planes(
+    b: &CudaBuffer,
+    stride: usize,
+    start: usize,
+) -> impl Iterator<Item = (std::ops::Range<usize>, std::ops::Range<usize>)> + '_ {
+    let lb = b.lane_bytes();
+    (0..b.lanes()).map(move |l| {
+        let from = l * b.stride * lb;
+        let to = (l * stride + start) * lb;
+        (from..from + b.len * lb, to..to + b.len * lb)
+    })
+}
+
 impl CudaDevice {
     /// A new buffer on this GPU holding `total` elements put together from `parts`: each
     /// `(start, buffer)` fills elements `start .. start + buffer.len()` (parts must not
@@ -85,12 +100,9 @@ impl CudaDevice {
         guard("cuMemcpyDtoDAsync", || {
             me.bind()?;
             for (start, b) in parts.iter().filter(|(_, b)| b.dev.same_gpu(me)) {
-                let lb = b.lane_bytes();
-                for l in 0..b.lanes() {
-                    let from = l * b.stride * lb;
-                    let to = (l * stride + start) * lb;
-                    let s = b.buf.slice.slice(from..from + b.len * lb);
-                    let mut d = buf.slice.slice_mut(to..to + b.len * lb);
+                for (from, to) in planes(b, stride, *start) {
+                    let s = b.buf.slice.slice(from);
+                    let mut d = buf.slice.slice_mut(to);
                     me.stream
                         .memcpy_dtod(&s, &mut d)
                         .map_err(|e| drv("cuMemcpyDtoDAsync", e))?;
@@ -143,12 +155,9 @@ impl CudaDevice {
             let mut res = Ok(());
             for (start, b) in &remote {
                 let from = rank(b.ordinal());
-                let lb = b.lane_bytes();
-                for l in 0..b.lanes() {
-                    let src = l * b.stride * lb;
-                    let dst = (l * stride + start) * lb;
-                    let s = b.buf.slice.slice(src..src + b.len * lb);
-                    let mut d = buf.slice.slice_mut(dst..dst + b.len * lb);
+                for (src, dst) in planes(b, stride, *start) {
+                    let s = b.buf.slice.slice(src);
+                    let mut d = buf.slice.slice_mut(dst);
                     let r = cs[from]
                         .send(&s, to as i32)
                         .map_err(|e| nccl_err("ncclSend", e))
