@@ -4,7 +4,8 @@
 
 use weft::Device;
 use weft_workloads::{
-    arg_max, func_arrays, heat_sequence, mdh, particles, reduce_combiner, reflect, vecadd,
+    arg_max, compaction, func_arrays, heat_sequence, histogram, mdh, montecarlo, particles,
+    reduce_combiner, reflect, vecadd,
 };
 
 /// The compiled devices to compare with the interpreter: both CPU backends, and CUDA GPU 0
@@ -135,5 +136,45 @@ fn mdh_matches_the_interpreter() {
         let got = mdh::mdh(&d, &atoms, 8).unwrap();
         assert_eq!(bits(&got), bits(&want), "on {d}");
         report("mdh (64 atoms × 8³ points)", &d, &got[..2]);
+    }
+}
+
+#[test]
+fn collective_examples_match_the_interpreter() {
+    // Monte-Carlo pricing: the same paths everywhere, close to the closed form.
+    let want = montecarlo::price(&Device::interp(), 20_000, 2026).unwrap();
+    assert!((want.0 - want.2).abs() < 4.0 * want.1, "{want:?}");
+    // Compaction: the values above the threshold, in order.
+    let x = weft::Array::from_fn([5000], |i| ((i * 7919) % 1000) as f32 * 0.001).unwrap();
+    let host: Vec<f32> = x
+        .to_vec()
+        .unwrap()
+        .into_iter()
+        .filter(|&v| v > 0.9)
+        .collect();
+    let kept = compaction::compact(&Device::interp(), &x, 0.9).unwrap();
+    assert_eq!(bits(&kept), bits(&host));
+    // The histogram of normals: every draw inside ±4 counted, a bell shape.
+    let hist = histogram::normal_histogram(&Device::interp(), 20_000, 7).unwrap();
+    assert!(hist.iter().sum::<u32>() > 19_990, "{hist:?}");
+    assert!(hist[11] > hist[3] && hist[12] > hist[20], "{hist:?}");
+    for d in compiled() {
+        let got = montecarlo::price(&d, 20_000, 2026).unwrap();
+        assert_eq!(
+            (got.0.to_bits(), got.1.to_bits()),
+            (want.0.to_bits(), want.1.to_bits()),
+            "montecarlo on {d}"
+        );
+        assert_eq!(
+            bits(&compaction::compact(&d, &x, 0.9).unwrap()),
+            bits(&host),
+            "{d}"
+        );
+        assert_eq!(
+            histogram::normal_histogram(&d, 20_000, 7).unwrap(),
+            hist,
+            "{d}"
+        );
+        report("montecarlo, compaction, histogram", &d, got);
     }
 }
