@@ -1756,12 +1756,109 @@ fn scan_levels(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<ArrayData
         // One block: no totals are read (a one-element stand-in of the right type).
         data.clone()
     };
+    if c.state.len() == 1 && !crate::sequence::recording() {
+        return scan_walk(dev, c, data, &totals);
+    }
     let m = cached(c, None, Kind::ScanSpread, &elems, || {
         scan_spread_program(c, &elems)
     })?;
     let args = vec![ArgVal::Array(data.clone()), ArgVal::Array(totals)];
     let mut out = run_level(dev, &m, "scan.spread", args, &[n])?;
     Ok(out.remove(0))
+}
+
+/// Work-items per work-group of `scan.walk`.
+const WALK_ITEMS: usize = 64;
+
+/// `scan.walk` (kernel mode; one work-item per block of [`SCAN_FAN`] elements): work-item
+/// `b` walks its block once, keeping the fold of the elements so far and storing, at each
+/// element, that fold combined after `t[b − 1]` when `b > 0` — the elements of
+/// `scan.spread`, with one combination per element instead of one per element before it in
+/// the block.
+fn scan_walk_program(c: &Combiner, elem: Type) -> Result<Module> {
+    let st = c.state[0];
+    let mut b = ProgramBuilder::new("scan.walk");
+    b.make_kernel();
+    let at = |t: Type| {
+        Type::array(1, t, Boundary::Clamp)
+            .ok_or_else(|| Error::argument(format!("scan: no arrays of {t}")))
+    };
+    let x = b.array("x0", at(elem)?);
+    let t = b.array("t0", at(st)?);
+    let n = b.uniform("n", Type::i32());
+    let out = b.buffer("o0", at(st)?);
+    let l = b.op_typed(Opcode::LocalId, &[], Type::i32());
+    let g = b.op_typed(Opcode::GroupId, &[], Type::i32());
+    let items = i32c(&mut b, WALK_ITEMS);
+    let gi = b.op(Opcode::Mul, &[g, items]);
+    let blk = b.op(Opcode::Add, &[gi, l]);
+    let fan = i32c(&mut b, SCAN_FAN);
+    let lo = b.op(Opcode::Mul, &[blk, fan]);
+    let end = b.op(Opcode::Add, &[lo, fan]);
+    let hi = b.op(Opcode::Min, &[end, n]);
+    let zero = i32c(&mut b, 0);
+    let one = i32c(&mut b, 1);
+    let later = b.op(Opcode::Gt, &[blk, zero]);
+    let before = b.op(Opcode::Sub, &[blk, one]);
+    let before = b.op(Opcode::Max, &[before, zero]);
+    let prev = b.read(t, before);
+    let cp = c.program().clone();
+    let has = b.op(Opcode::Lt, &[lo, hi]);
+    b.if_(has, |b| {
+        let acc = b.declare_var("acc", st);
+        let first = b.read(x, lo);
+        b.def_var(acc, first);
+        let emit = |b: &mut ProgramBuilder, k: weft_ir::Value| {
+            let y = b.declare_var("y", st);
+            let a = b.use_var(acc);
+            b.def_var(y, a);
+            b.if_(later, |b| {
+                let a = b.use_var(acc);
+                let r = b.call(&cp, &[prev, a]);
+                b.def_var(y, r[0]);
+            });
+            let v = b.use_var(y);
+            b.effect(Opcode::Store, &[out, k, v]);
+        };
+        emit(b, lo);
+        let next = b.op(Opcode::Add, &[lo, one]);
+        b.for_range(next, hi, one, |b, k| {
+            let v = b.read(x, k);
+            combine_into(b, &cp, &[acc], &[v]);
+            emit(b, k);
+        });
+    });
+    finish_module(b, c, None)
+}
+
+/// [`scan_levels`]'s last step by `scan.walk`: the inclusive scan of `data` given the
+/// inclusive scan `totals` of its blocks' totals.
+fn scan_walk(
+    dev: &Device,
+    c: &Combiner,
+    data: &ArrayData,
+    totals: &ArrayData,
+) -> Result<ArrayData> {
+    static KERNELS: Memo<(u64, Type), crate::dsl::Kernel> = std::sync::OnceLock::new();
+    let kernel = memo(&KERNELS, (c.fingerprint, data.elem), || {
+        let m = scan_walk_program(c, data.elem)?;
+        let p = crate::dsl::Program::from_module(m, "scan.walk")?;
+        Ok(crate::dsl::Kernel::from_program(p))
+    })?;
+    let n = data.len();
+    let blocks = n.div_ceil(SCAN_FAN);
+    let groups = u32::try_from(blocks.div_ceil(WALK_ITEMS))
+        .map_err(|_| Error::argument(format!("scan: {n} elements")))?;
+    let mut out = level_output(dev, c, c.state[0], n)?;
+    let mut args = [
+        crate::dsl::KernelArg::array_data(data),
+        crate::dsl::KernelArg::array_data(totals),
+        crate::dsl::KernelArg::value(n as i32),
+        crate::dsl::KernelArg::buffer_data(&mut out),
+    ];
+    kernel.launch_on(dev, &[groups], &[WALK_ITEMS as u32], &mut args)?;
+    drop(args);
+    Ok(out)
 }
 
 /// A scan of `a` with `c`: inclusive, or exclusive from `init`.
