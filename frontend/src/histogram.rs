@@ -1,9 +1,12 @@
-//! Histograms (issue 25, scatter with combine): [`bincount`] and [`histogram`], each one
-//! kernel-mode launch in which every work-group counts its share of the values into a
-//! histogram of its own in shared memory, then adds it to the result with one atomic add
-//! per bin (the privatised histogram of CUB's `DeviceHistogram` and of the CUDA samples).
-//! Counts are integers, so every order of the atomic adds gives the same result: every
-//! device gives the same counts.
+//! Scatters with combine (issue 25): [`bincount`] and [`histogram`], each one kernel-mode
+//! launch in which every work-group counts its share of the values into a histogram of its
+//! own in shared memory, then adds it to the result with one atomic add per bin (the
+//! privatised histogram of CUB's `DeviceHistogram` and of the CUDA samples); and
+//! [`scatter_add`], [`scatter_min`], [`scatter_max`] of integers (JAX's `x.at[idx].add(v)`),
+//! one atomic per value. Integer atomics give the same result in every order, so every
+//! device gives the same numbers; float scatters, whose sums would depend on the order of
+//! the atomics, are refused (a deterministic float scatter needs the values sorted by
+//! target: [`crate::segment_sum`]).
 
 use crate::array::Array;
 use crate::device::Device;
@@ -205,5 +208,174 @@ pub fn histogram(values: &Array<1, f32>, bins: usize, range: (f32, f32)) -> Resu
             KernelArg::value(bins as f64 / (hi - lo)),
             KernelArg::value(bins as i32 - 1),
         ],
+    )
+}
+
+/// Work-items per work-group of the scatter kernels.
+const SCATTER_ITEMS: usize = 256;
+
+/// The scatter kernel of `op` for elements of `t`: work-item `i < n` combines `v[i]` into
+/// `o[idx[i]]` atomically (nothing for an index outside `o`).
+fn scatter_kernel(op: weft_ir::Opcode, t: weft_ir::Type) -> Result<Kernel> {
+    use weft_ir::builder::ProgramBuilder;
+    use weft_ir::{Const, Opcode, Type};
+    let at = |t: Type| {
+        Type::array(1, t, Boundary::Clamp)
+            .ok_or_else(|| Error::argument(format!("scatter: no arrays of {t}")))
+    };
+    let mut b = ProgramBuilder::new("scatter");
+    b.make_kernel();
+    let idx = b.array("idx", at(Type::i32())?);
+    let v = b.array("v", at(t)?);
+    let n = b.uniform("n", Type::i32());
+    let out = b.buffer("o", at(t)?);
+    let l = b.op_typed(Opcode::LocalId, &[], Type::i32());
+    let g = b.op_typed(Opcode::GroupId, &[], Type::i32());
+    let items = b.constant(Const::i32(SCATTER_ITEMS as i32));
+    let gi = b.op(Opcode::Mul, &[g, items]);
+    let i = b.op(Opcode::Add, &[gi, l]);
+    let inside = b.op(Opcode::Lt, &[i, n]);
+    b.if_(inside, |b| {
+        let k = b.read(idx, i);
+        let x = b.read(v, i);
+        b.op_typed(op, &[out, k, x], t);
+    });
+    let m = b.finish_module().map_err(Error::invalid)?;
+    Ok(Kernel::from_program(crate::dsl::Program::from_module(
+        m, "scatter",
+    )?))
+}
+
+/// `target` with each `values[i]` combined into element `idx[i]` by `op`.
+fn scatter_with<T: crate::scalar::Elem>(
+    op: weft_ir::Opcode,
+    what: &str,
+    target: &Array<1, T>,
+    idx: &Array<1, i32>,
+    values: &Array<1, T>,
+) -> Result<Array<1, T>> {
+    let t = T::ir_type();
+    let ok = matches!(
+        t.lanes().map(|l| (l.0, l.1)),
+        Some((weft_ir::ScalarType::I32 | weft_ir::ScalarType::U32, 1))
+            | Some((weft_ir::ScalarType::I64 | weft_ir::ScalarType::U64, 1))
+    );
+    if !ok {
+        return Err(Error::argument(format!(
+            "{what}: elements of {t}: only i32, u32, i64 and u64 scatter in an order-free way \
+             (float sums depend on the order: sort by target and use segment_sum)"
+        )));
+    }
+    if idx.len() != values.len() {
+        return Err(Error::argument(format!(
+            "{what}: {} indices for {} values",
+            idx.len(),
+            values.len()
+        )));
+    }
+    let n = values.len();
+    let mut out = target.clone();
+    if n == 0 {
+        return Ok(out);
+    }
+    if n > i32::MAX as usize {
+        return Err(Error::argument(format!("{what}: {n} values")));
+    }
+    static KERNELS: OnceLock<std::sync::Mutex<Vec<(weft_ir::Opcode, weft_ir::Type, Kernel)>>> =
+        OnceLock::new();
+    let k = {
+        let mut ks = KERNELS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match ks.iter().find(|(o, ty, _)| *o == op && *ty == t) {
+            Some((_, _, k)) => k.clone(),
+            None => {
+                let k = scatter_kernel(op, t)?;
+                ks.push((op, t, k.clone()));
+                k
+            }
+        }
+    };
+    let groups = n.div_ceil(SCATTER_ITEMS) as u32;
+    k.launch_on(
+        &Device::current(),
+        &[groups],
+        &[SCATTER_ITEMS as u32],
+        &mut [
+            KernelArg::array(idx),
+            KernelArg::array(values),
+            KernelArg::value(n as i32),
+            KernelArg::buffer(&mut out),
+        ],
+    )?;
+    Ok(out)
+}
+
+/// `target` with `values[i]` added to element `idx[i]` for every `i` (JAX's
+/// `target.at[idx].add(values)`), on the current device; indices outside `target` are
+/// skipped; integers wrap. `target` itself is unchanged (arrays are values).
+///
+/// ```
+/// use weft::{scatter_add, Array};
+/// let t = Array::from_vec([4], vec![0i32, 10, 20, 30])?;
+/// let idx = Array::from_vec([4], vec![1, 1, 3, 9])?;
+/// let v = Array::from_vec([4], vec![5i32, 6, 7, 8])?;
+/// assert_eq!(scatter_add(&t, &idx, &v)?.to_vec()?, vec![0, 21, 20, 37]);
+/// # Ok::<(), weft::Error>(())
+/// ```
+///
+/// # Errors
+/// Elements other than `i32`, `u32`, `i64`, `u64`; `idx` and `values` of different lengths;
+/// a device failure.
+pub fn scatter_add<T: crate::scalar::Elem>(
+    target: &Array<1, T>,
+    idx: &Array<1, i32>,
+    values: &Array<1, T>,
+) -> Result<Array<1, T>> {
+    scatter_with(
+        weft_ir::Opcode::AtomicAdd,
+        "scatter_add",
+        target,
+        idx,
+        values,
+    )
+}
+
+/// `target` with element `idx[i]` replaced by its minimum with `values[i]`, as
+/// [`scatter_add`].
+///
+/// # Errors
+/// As [`scatter_add`].
+pub fn scatter_min<T: crate::scalar::Elem>(
+    target: &Array<1, T>,
+    idx: &Array<1, i32>,
+    values: &Array<1, T>,
+) -> Result<Array<1, T>> {
+    scatter_with(
+        weft_ir::Opcode::AtomicMin,
+        "scatter_min",
+        target,
+        idx,
+        values,
+    )
+}
+
+/// `target` with element `idx[i]` replaced by its maximum with `values[i]`, as
+/// [`scatter_add`].
+///
+/// # Errors
+/// As [`scatter_add`].
+pub fn scatter_max<T: crate::scalar::Elem>(
+    target: &Array<1, T>,
+    idx: &Array<1, i32>,
+    values: &Array<1, T>,
+) -> Result<Array<1, T>> {
+    scatter_with(
+        weft_ir::Opcode::AtomicMax,
+        "scatter_max",
+        target,
+        idx,
+        values,
     )
 }

@@ -24,7 +24,7 @@ pub use collective::{
 };
 pub use device::Device;
 pub use error::{Error, Result};
-pub use histogram::{bincount, histogram};
+pub use histogram::{bincount, histogram, scatter_add, scatter_max, scatter_min};
 pub use scalar::{Elem, Scalar};
 pub use sequence::{Arrays, Sequence};
 pub use weft_runtime::{stats, Backend, DeviceOptions};
@@ -52,8 +52,9 @@ pub mod prelude {
     pub use crate::dsl::*;
     pub use crate::{
         arg_max, arg_min, bincount, count, cumsum, cumsum_exclusive, grid1, grid2, grid3,
-        histogram, maximum, maximum_array, minimum, minimum_array, product, reduce, sum, sum_array,
-        Array, Arrays, Bundle, Device, Elem, Error, Result, Scalar, Sequence,
+        histogram, maximum, maximum_array, minimum, minimum_array, product, reduce, scatter_add,
+        scatter_max, scatter_min, sum, sum_array, Array, Arrays, Bundle, Device, Elem, Error,
+        Result, Scalar, Sequence,
     };
 }
 

@@ -12,7 +12,8 @@ use weft::dsl::{
 use weft::dsl::{In, Uniform, Value1f};
 use weft::{
     bincount, count, cumsum, cumsum_exclusive, histogram, reduce, scan, scan_exclusive,
-    segment_max, segment_min, segment_reduce, segment_sum, Array, Const, Device,
+    scatter_add, scatter_max, scatter_min, segment_max, segment_min, segment_reduce, segment_sum,
+    Array, Const, Device,
 };
 
 fn devices() -> Vec<Device> {
@@ -452,4 +453,67 @@ fn scans_follow_their_fixed_order_on_every_device() {
             });
         }
     }
+}
+
+#[test]
+fn integer_scatters_equal_a_host_loop_on_every_device() {
+    for n in [0usize, 1, 1000, 70_001] {
+        let idx: Vec<i32> = (0..n).map(|i| ((i * 7919) % 613) as i32 - 5).collect();
+        let vi: Vec<i32> = (0..n)
+            .map(|i| (i as i32).wrapping_mul(977) - 40_000)
+            .collect();
+        let vu: Vec<u64> = (0..n).map(|i| (i as u64) << 33 | 7).collect();
+        let ti: Vec<i32> = (0..600).map(|i| i * 3 - 100).collect();
+        let tu: Vec<u64> = (0..600).map(|i| i as u64).collect();
+        let host = |t: &[i32], f: &dyn Fn(i32, i32) -> i32| {
+            let mut t = t.to_vec();
+            for (&k, &v) in idx.iter().zip(&vi) {
+                if (0..600).contains(&k) {
+                    t[k as usize] = f(t[k as usize], v);
+                }
+            }
+            t
+        };
+        let want_add = host(&ti, &|a, b| a.wrapping_add(b));
+        let want_min = host(&ti, &|a, b| a.min(b));
+        let want_max = host(&ti, &|a, b| a.max(b));
+        let mut want_u = tu.clone();
+        for (&k, &v) in idx.iter().zip(&vu) {
+            if (0..600).contains(&k) {
+                want_u[k as usize] = want_u[k as usize].wrapping_add(v);
+            }
+        }
+        let (ia, via, vua) = (
+            Array::from_vec([n], idx.clone()).unwrap(),
+            Array::from_vec([n], vi.clone()).unwrap(),
+            Array::from_vec([n], vu.clone()).unwrap(),
+        );
+        let (tia, tua) = (
+            Array::from_vec([600], ti.clone()).unwrap(),
+            Array::from_vec([600], tu.clone()).unwrap(),
+        );
+        for dev in devices() {
+            dev.scope(|| {
+                let d = dev.name();
+                let add = scatter_add(&tia, &ia, &via).unwrap().to_vec().unwrap();
+                assert_eq!(add, want_add, "add {d} {n}");
+                let min = scatter_min(&tia, &ia, &via).unwrap().to_vec().unwrap();
+                assert_eq!(min, want_min, "min {d} {n}");
+                let max = scatter_max(&tia, &ia, &via).unwrap().to_vec().unwrap();
+                assert_eq!(max, want_max, "max {d} {n}");
+                let u = scatter_add(&tua, &ia, &vua).unwrap().to_vec().unwrap();
+                assert_eq!(u, want_u, "u64 add {d} {n}");
+                // The target is a value: unchanged.
+                assert_eq!(tia.to_vec().unwrap(), ti, "{d}");
+            });
+        }
+    }
+    let f = Array::from_vec([2], vec![1.0f32, 2.0]).unwrap();
+    let i = Array::from_vec([2], vec![0, 1]).unwrap();
+    let e = scatter_add(&f, &i, &f).unwrap_err().to_string();
+    assert!(e.contains("segment_sum"), "{e}");
+    let e = scatter_add(&i, &Array::from_vec([1], vec![0]).unwrap(), &i)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("1 indices for 2 values"), "{e}");
 }
