@@ -1,15 +1,16 @@
 //! `weft-bench collectives [--gpu]` (issue 25): `bincount` of 10^7 i32 values into 256
-//! bins, 10^7 Philox doubles and `cumsum` of 2^24 f32 on the CPU devices (and CUDA GPU 0 with `--gpu`), next to
+//! bins, 10^7 Philox doubles, `cumsum` of 2^24 f32 and `sort` of 2^24 u32 on the CPU
+//! devices (and CUDA GPU 0 with `--gpu`), next to
 //! NumPy's `bincount(v, minlength=256)`, `Generator(Philox(key=7)).random(10^7)` and
-//! `cumsum` (and
-//! CuPy's `bincount` on a GPU), run by python3 in the same run on the same values; medians;
+//! `cumsum` and `sort` (and
+//! CuPy's `bincount` and `sort` on a GPU), run by python3 in the same run on the same values; medians;
 //! every weft result checked against the host's count or NumPy's first numbers.
 //! Markdown on stdout.
 
 use crate::{fail, time_median as time};
 use std::process::Command;
 use weft::dsl::{index, random_f64_at, Out, Param, Program, Value};
-use weft::{bincount, cumsum, Array, Const, Device};
+use weft::{bincount, cumsum, sort, Array, Const, Device};
 
 fn ok<T>(r: weft::Result<T>) -> T {
     r.unwrap_or_else(|e| fail(e.to_string()))
@@ -39,12 +40,18 @@ print("numpy_bincount", med(lambda: np.bincount(v, minlength=bins)))
 print("numpy_philox", med(lambda: np.random.Generator(np.random.Philox(key=7)).random(n)))
 x = (np.arange(1 << 24) % 1000).astype(np.float32) * np.float32(0.001)
 print("numpy_cumsum", med(lambda: np.cumsum(x)))
+keys = ((np.arange(1 << 24, dtype=np.uint64) * 2654435761) % (1 << 32)).astype(np.uint32)
+print("numpy_sort", med(lambda: np.sort(keys)))
 if gpu:
     import cupy as cp
     g = cp.asarray(v)
     def cb():
         cp.bincount(g, minlength=bins); cp.cuda.Device().synchronize()
     print("cupy_bincount", med(cb))
+    gk = cp.asarray(keys)
+    def cs():
+        cp.sort(gk); cp.cuda.Device().synchronize()
+    print("cupy_sort", med(cs))
 "#;
 
 /// Entry point.
@@ -69,6 +76,9 @@ pub fn main(args: &[String]) {
         Out::named("u", random_f64_at(&k, &index::<1>().cast::<u64>()));
     }));
     let xs: Array<1, f32> = ok(Array::from_fn([1 << 24], |i| (i % 1000) as f32 * 0.001));
+    let keys: Array<1, u32> = ok(Array::from_fn([1 << 24], |i| {
+        (i as u64 * 2_654_435_761 % (1 << 32)) as u32
+    }));
     let mut rows: Vec<(String, f64)> = Vec::new();
     for (name, dev) in &devices {
         let counts = ok(dev.scope(|| bincount(&va, BINS)));
@@ -90,6 +100,11 @@ pub fn main(args: &[String]) {
             ok(y.get(0));
         });
         rows.push((format!("cumsum 2^24 f32, weft {name}"), t));
+        let t = time(5, || {
+            let y = ok(dev.scope(|| sort(&keys)));
+            ok(y.get(0));
+        });
+        rows.push((format!("sort 2^24 u32, weft {name}"), t));
     }
     let py = Command::new("python3")
         .arg("-c")
@@ -123,6 +138,12 @@ pub fn main(args: &[String]) {
                 base.get("cupy_bincount")
             } else {
                 base.get("numpy_bincount")
+            }
+        } else if name.starts_with("sort") {
+            if name.ends_with("cuda") {
+                base.get("cupy_sort")
+            } else {
+                base.get("numpy_sort")
             }
         } else if name.starts_with("cumsum") {
             base.get("numpy_cumsum")

@@ -14,6 +14,7 @@ pub mod histogram;
 pub mod npy;
 pub mod scalar;
 mod sequence;
+pub mod sort;
 
 pub use apply::{count, reduce, Arg, Args, Bundle, Outputs};
 pub use array::{grid1, grid2, grid3, Array, Residency};
@@ -27,6 +28,7 @@ pub use error::{Error, Result};
 pub use histogram::{bincount, histogram, scatter_add, scatter_max, scatter_min};
 pub use scalar::{Elem, Scalar};
 pub use sequence::{Arrays, Sequence};
+pub use sort::{sort, sort_pairs};
 pub use weft_runtime::{stats, Backend, DeviceOptions};
 
 /// Everything a program using weft needs, for one glob import: `use weft::prelude::*;`.

@@ -13,7 +13,7 @@ use weft::dsl::{In, Uniform, Value1f};
 use weft::{
     bincount, count, cumsum, cumsum_exclusive, histogram, reduce, scan, scan_exclusive,
     scatter_add, scatter_max, scatter_min, segment_max, segment_min, segment_reduce, segment_sum,
-    Array, Const, Device,
+    sort, sort_pairs, Array, Const, Device,
 };
 
 fn devices() -> Vec<Device> {
@@ -516,4 +516,70 @@ fn integer_scatters_equal_a_host_loop_on_every_device() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("1 indices for 2 values"), "{e}");
+}
+
+#[test]
+fn sorts_are_stable_and_equal_rusts_on_every_device() {
+    for n in [0usize, 1, 2, 1000, 2048, 2049, 70_001] {
+        let ku: Vec<u32> = (0..n)
+            .map(|i| (i as u32).wrapping_mul(2_654_435_761) >> 7)
+            .collect();
+        let ki: Vec<i32> = (0..n).map(|i| ((i * 7919) % 1001) as i32 - 500).collect();
+        let mut kf: Vec<f32> = (0..n)
+            .map(|i| ((i * 104_729) % 2003) as f32 * 0.37 - 300.0)
+            .collect();
+        for (j, x) in [
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            -0.0,
+            0.0,
+            f32::NEG_INFINITY,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if j < n {
+                kf[j * n / 6] = x;
+            }
+        }
+        let mut want_u = ku.clone();
+        want_u.sort_unstable();
+        let mut want_f = kf.clone();
+        want_f.sort_by(|a, b| a.total_cmp(b));
+        let want_f: Vec<u32> = want_f.iter().map(|x| x.to_bits()).collect();
+        let idx: Vec<u32> = (0..n as u32).collect();
+        let mut want_pairs: Vec<(i32, u32)> = ki.iter().copied().zip(idx.clone()).collect();
+        want_pairs.sort_by_key(|p| p.0);
+        let (ua, ia, fa, xa) = (
+            Array::from_vec([n], ku.clone()).unwrap(),
+            Array::from_vec([n], ki.clone()).unwrap(),
+            Array::from_vec([n], kf.clone()).unwrap(),
+            Array::from_vec([n], idx.clone()).unwrap(),
+        );
+        for dev in devices() {
+            dev.scope(|| {
+                let d = dev.name();
+                assert_eq!(sort(&ua).unwrap().to_vec().unwrap(), want_u, "u32 {d} {n}");
+                let f: Vec<u32> = sort(&fa)
+                    .unwrap()
+                    .to_vec()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.to_bits())
+                    .collect();
+                assert_eq!(f, want_f, "f32 {d} {n}");
+                let (k, v) = sort_pairs(&ia, &xa).unwrap();
+                let got: Vec<(i32, u32)> = k
+                    .to_vec()
+                    .unwrap()
+                    .into_iter()
+                    .zip(v.to_vec().unwrap())
+                    .collect();
+                assert_eq!(got, want_pairs, "pairs {d} {n}");
+            });
+        }
+    }
+    let e = sort(&Array::from_vec([2], vec![1.0f64, 2.0]).unwrap()).unwrap_err();
+    assert!(e.to_string().contains("u32, i32 and f32"), "{e}");
 }

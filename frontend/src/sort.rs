@@ -1,0 +1,270 @@
+//! Stable radix sort (issue 25): keys of `u32`, `i32` or `f32`, alone or with `u32`, `i32`
+//! or `f32` values — the least-significant-digit radix sort of 8-bit digits that CUB's and
+//! Thrust's sorts are built on. Each of the four passes is three launches: `sort.count`
+//! (kernel mode: each work-item walks one block of [`BLOCK`] keys and counts its digits),
+//! `cumsum_exclusive` of the counts laid out digit by digit (every key's place: keys of
+//! smaller digits first, then those of earlier blocks), and `sort.place` (each work-item walks
+//! its block again, in order, storing each key at its place). The result is a permutation
+//! fixed by the keys alone, so every device gives the same bits.
+
+use crate::array::Array;
+use crate::device::Device;
+use crate::dsl::{Kernel, KernelArg};
+use crate::error::{Error, Result};
+use crate::scalar::{Elem, Scalar};
+use std::sync::{Mutex, OnceLock};
+use weft_ir::builder::ProgramBuilder;
+use weft_ir::{Boundary, Const, Opcode, ScalarType, Type};
+
+/// Keys each work-item walks.
+pub const BLOCK: usize = 2048;
+/// Work-items per work-group (each with a 256-counter slice of shared memory: 32 KiB).
+const ITEMS: usize = 32;
+/// Digit values of a pass.
+const DIGITS: usize = 256;
+
+/// The u32 whose unsigned order is the order of key `k` of type `s` (`i32`: sign bit
+/// flipped; `f32`: IEEE total order — negatives' bits inverted, positives' sign set — so
+/// −NaN < −∞ < … < −0 < +0 < … < +∞ < +NaN).
+fn ordered(b: &mut ProgramBuilder, k: weft_ir::Value, s: ScalarType) -> weft_ir::Value {
+    let u = Type::scalar(ScalarType::U32);
+    let sign = b.constant(Const::scalar(ScalarType::U32, 0x8000_0000));
+    match s {
+        ScalarType::U32 => k,
+        ScalarType::I32 => {
+            let bits = b.op_typed(Opcode::Bitcast, &[k], u);
+            b.op(Opcode::Xor, &[bits, sign])
+        }
+        _ => {
+            let bits = b.op_typed(Opcode::Bitcast, &[k], u);
+            let zero = b.constant(Const::scalar(ScalarType::U32, 0));
+            let neg = b.op(Opcode::Ge, &[bits, sign]);
+            let _ = zero;
+            let inv = b.op(Opcode::Not, &[bits]);
+            let set = b.op(Opcode::Or, &[bits, sign]);
+            b.select(neg, inv, set)
+        }
+    }
+}
+
+/// The kernels of one key type and value type (`None`: keys alone): `sort.count` and
+/// `sort.place`.
+fn kernels(key: ScalarType, value: Option<ScalarType>) -> Result<(Kernel, Kernel)> {
+    type Entry = ((ScalarType, Option<ScalarType>), (Kernel, Kernel));
+    static CACHE: OnceLock<Mutex<Vec<Entry>>> = OnceLock::new();
+    let mut c = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some((_, k)) = c.iter().find(|(w, _)| *w == (key, value)) {
+        return Ok(k.clone());
+    }
+    let k = (build(key, value, false)?, build(key, value, true)?);
+    c.push(((key, value), k.clone()));
+    Ok(k)
+}
+
+/// `sort.count` (`place` false) or `sort.place`. Parameters: keys, (values), n, shift,
+/// blocks, then `counts` (count: the buffer written; place: the offsets read), then (place)
+/// the output keys and values.
+fn build(key: ScalarType, value: Option<ScalarType>, place: bool) -> Result<Kernel> {
+    let arr = |t: Type| {
+        Type::array(1, t, Boundary::Clamp).ok_or_else(|| Error::argument("sort: no such arrays"))
+    };
+    let (i32t, u32t) = (Type::i32(), Type::scalar(ScalarType::U32));
+    let name = if place { "sort.place" } else { "sort.count" };
+    let mut b = ProgramBuilder::new(name);
+    b.make_kernel();
+    let keys = b.array("keys", arr(Type::scalar(key))?);
+    let vals = value.map(|v| b.array("values", arr(Type::scalar(v)).expect("scalar")));
+    let n = b.uniform("n", i32t);
+    let shift = b.uniform("shift", u32t);
+    let blocks = b.uniform("blocks", i32t);
+    let counts = if place {
+        b.array("offsets", arr(u32t)?)
+    } else {
+        b.buffer("counts", arr(u32t)?)
+    };
+    let out_keys = place.then(|| b.buffer("out_keys", arr(Type::scalar(key)).expect("scalar")));
+    let out_vals = match (place, value) {
+        (true, Some(v)) => Some(b.buffer("out_values", arr(Type::scalar(v))?)),
+        _ => None,
+    };
+    let cap = b.constant(Const::i32((ITEMS * DIGITS) as i32));
+    let shared = b.op_typed(Opcode::Shared, &[cap], arr(u32t)?);
+    let l = b.op_typed(Opcode::LocalId, &[], i32t);
+    let g = b.op_typed(Opcode::GroupId, &[], i32t);
+    let items = b.constant(Const::i32(ITEMS as i32));
+    let gi = b.op(Opcode::Mul, &[g, items]);
+    let blk = b.op(Opcode::Add, &[gi, l]);
+    let digits = b.constant(Const::i32(DIGITS as i32));
+    let base = b.op(Opcode::Mul, &[l, digits]);
+    let zero = b.constant(Const::i32(0));
+    let one = b.constant(Const::i32(1));
+    let inside = b.op(Opcode::Lt, &[blk, blocks]);
+    b.if_(inside, |b| {
+        // This work-item's counters: zero (count) or its block's first places (place).
+        b.for_range(zero, digits, one, |b, d| {
+            let slot = b.op(Opcode::Add, &[base, d]);
+            let v = if place {
+                let at = b.op(Opcode::Mul, &[d, blocks]);
+                let at = b.op(Opcode::Add, &[at, blk]);
+                b.read(counts, at)
+            } else {
+                b.constant(Const::scalar(ScalarType::U32, 0))
+            };
+            b.effect(Opcode::Store, &[shared, slot, v]);
+        });
+        let span = b.constant(Const::i32(BLOCK as i32));
+        let lo = b.op(Opcode::Mul, &[blk, span]);
+        let end = b.op(Opcode::Add, &[lo, span]);
+        let hi = b.op(Opcode::Min, &[end, n]);
+        b.for_range(lo, hi, one, |b, i| {
+            let k = b.read(keys, i);
+            let o = ordered(b, k, key);
+            let sh = b.op(Opcode::Shr, &[o, shift]);
+            let mask = b.constant(Const::scalar(ScalarType::U32, 255));
+            let d = b.op(Opcode::And, &[sh, mask]);
+            let d = b.cast(d, i32t);
+            let slot = b.op(Opcode::Add, &[base, d]);
+            let c = b.read(shared, slot);
+            let one_u = b.constant(Const::scalar(ScalarType::U32, 1));
+            let c1 = b.op(Opcode::Add, &[c, one_u]);
+            b.effect(Opcode::Store, &[shared, slot, c1]);
+            if let Some(ok) = out_keys {
+                let pos = b.cast(c, i32t);
+                b.effect(Opcode::Store, &[ok, pos, k]);
+                if let (Some(vs), Some(ov)) = (vals, out_vals) {
+                    let v = b.read(vs, i);
+                    b.effect(Opcode::Store, &[ov, pos, v]);
+                }
+            }
+        });
+        if !place {
+            b.for_range(zero, digits, one, |b, d| {
+                let slot = b.op(Opcode::Add, &[base, d]);
+                let c = b.read(shared, slot);
+                let at = b.op(Opcode::Mul, &[d, blocks]);
+                let at = b.op(Opcode::Add, &[at, blk]);
+                b.effect(Opcode::Store, &[counts, at, c]);
+            });
+        }
+    });
+    let m = b.finish_module().map_err(Error::invalid)?;
+    Ok(Kernel::from_program(crate::dsl::Program::from_module(
+        m, name,
+    )?))
+}
+
+/// The scalar type of a sort's key or value element.
+fn scalar_of<T: Elem>(what: &str) -> Result<ScalarType> {
+    match T::ir_type().lanes() {
+        Some((s @ (ScalarType::U32 | ScalarType::I32 | ScalarType::F32), 1)) => Ok(s),
+        _ => Err(Error::argument(format!(
+            "sort: {what} of {} (u32, i32 and f32 are sorted)",
+            T::ir_type()
+        ))),
+    }
+}
+
+/// Sorts `keys`, carrying `values` (same length) along, on the current device.
+fn sort_impl<K: Elem, V: Elem>(
+    keys: &Array<1, K>,
+    values: Option<&Array<1, V>>,
+) -> Result<(Array<1, K>, Option<Array<1, V>>)> {
+    let ks = scalar_of::<K>("keys")?;
+    let vs = match values {
+        Some(v) => {
+            if v.len() != keys.len() {
+                return Err(Error::argument(format!(
+                    "sort_pairs: {} keys and {} values",
+                    keys.len(),
+                    v.len()
+                )));
+            }
+            Some(scalar_of::<V>("values")?)
+        }
+        None => None,
+    };
+    let n = keys.len();
+    if n > i32::MAX as usize / 2 {
+        return Err(Error::argument(format!("sort: {n} keys")));
+    }
+    let (mut k, mut v) = (keys.clone(), values.cloned());
+    if n <= 1 {
+        return Ok((k, v));
+    }
+    let (count, place) = kernels(ks, vs)?;
+    let dev = Device::current();
+    let blocks = n.div_ceil(BLOCK);
+    let groups = blocks.div_ceil(ITEMS) as u32;
+    for pass in 0..4u32 {
+        let shift = pass * 8;
+        let mut counts = Array::filled([DIGITS * blocks], 0u32)?;
+        let head = |k: &Array<1, K>, v: &Option<Array<1, V>>| {
+            let mut a = vec![KernelArg::array(k)];
+            if let Some(v) = v {
+                a.push(KernelArg::array(v));
+            }
+            a.push(KernelArg::value(n as i32));
+            a.push(KernelArg::value(shift));
+            a.push(KernelArg::value(blocks as i32));
+            a
+        };
+        let mut args = head(&k, &v);
+        args.push(KernelArg::buffer(&mut counts));
+        count.launch_on(&dev, &[groups], &[ITEMS as u32], &mut args)?;
+        drop(args);
+        let offsets = dev.scope(|| crate::collective::cumsum_exclusive(&counts))?;
+        let mut out_k = Array::filled([n], K::from_lanes(|_| K::Scalar::from_bits(0)))?;
+        let mut out_v = match &v {
+            Some(_) => Some(Array::filled(
+                [n],
+                V::from_lanes(|_| V::Scalar::from_bits(0)),
+            )?),
+            None => None,
+        };
+        let mut args = head(&k, &v);
+        args.push(KernelArg::array(&offsets));
+        args.push(KernelArg::buffer(&mut out_k));
+        if let Some(ov) = out_v.as_mut() {
+            args.push(KernelArg::buffer(ov));
+        }
+        place.launch_on(&dev, &[groups], &[ITEMS as u32], &mut args)?;
+        drop(args);
+        k = out_k;
+        v = out_v;
+    }
+    Ok((k, v))
+}
+
+/// `keys` in ascending order (a stable LSD radix sort, CUB's and Thrust's algorithm), on
+/// the current device: `u32` and `i32` keys in numeric order, `f32` keys in IEEE total
+/// order (−NaN, −∞, …, −0, +0, …, +∞, +NaN: NumPy puts every NaN last). The same bits on
+/// every device.
+///
+/// ```
+/// use weft::{sort, Array};
+/// let k = Array::from_vec([5], vec![3.5f32, -1.0, 0.0, -0.0, 2.0])?;
+/// assert_eq!(sort(&k)?.to_vec()?, vec![-1.0, -0.0, 0.0, 2.0, 3.5]);
+/// # Ok::<(), weft::Error>(())
+/// ```
+///
+/// # Errors
+/// Keys of another type; more than 2^30 keys; a device failure.
+pub fn sort<K: Elem>(keys: &Array<1, K>) -> Result<Array<1, K>> {
+    Ok(sort_impl::<K, u32>(keys, None)?.0)
+}
+
+/// `keys` in ascending order with `values` permuted alike (equal keys keep their order),
+/// as [`sort`]; values of `u32`, `i32` or `f32`.
+///
+/// # Errors
+/// As [`sort`]; values of another type or another length.
+pub fn sort_pairs<K: Elem, V: Elem>(
+    keys: &Array<1, K>,
+    values: &Array<1, V>,
+) -> Result<(Array<1, K>, Array<1, V>)> {
+    let (k, v) = sort_impl(keys, Some(values))?;
+    Ok((k, v.expect("values were given")))
+}
