@@ -1756,7 +1756,9 @@ fn scan_levels(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<ArrayData
         // One block: no totals are read (a one-element stand-in of the right type).
         data.clone()
     };
-    if c.state.len() == 1 && !crate::sequence::recording() {
+    // On the CPU the walk (one combination per element); on a GPU, whose threads would
+    // read 32 elements apart, the spread (0.60 against 0.78 ms for 2^24 f32 on an H200).
+    if c.state.len() == 1 && !crate::sequence::recording() && !gpu_plan(dev) {
         return scan_walk(dev, c, data, &totals);
     }
     let m = cached(c, None, Kind::ScanSpread, &elems, || {
