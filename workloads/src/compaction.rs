@@ -63,10 +63,7 @@ pub fn compact(dev: &Device, x: &Array<1, f32>, threshold: f32) -> Result<Vec<f3
 /// The example's command line (see the module docs).
 pub fn main() {
     let dev = crate::example_device();
-    let n = std::env::args()
-        .nth(2)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000_000);
+    let n = crate::size_arg(1_000_000);
     let run = || -> Result<()> {
         let x = Array::from_fn([n], |i| ((i * 7919) % 1000) as f32 * 0.001)?;
         let kept = compact(&dev, &x, 0.9)?;

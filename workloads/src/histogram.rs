@@ -25,10 +25,7 @@ pub fn normal_histogram(dev: &Device, n: usize, seed: u64) -> Result<Vec<u32>> {
 /// The example's command line (see the module docs).
 pub fn main() {
     let dev = crate::example_device();
-    let n = std::env::args()
-        .nth(2)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000_000);
+    let n = crate::size_arg(1_000_000);
     match normal_histogram(&dev, n, 7) {
         Ok(counts) => {
             println!("histogram on {dev}: {n} normal numbers");

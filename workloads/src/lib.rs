@@ -32,6 +32,15 @@ pub fn device_arg() -> String {
     std::env::args().nth(1).unwrap_or_else(|| "cpu".into())
 }
 
+/// The examples' second command-line argument as a size, or `default` when absent or not a
+/// number.
+pub fn size_arg(default: usize) -> usize {
+    std::env::args()
+        .nth(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 /// The device named by [`device_arg`]; exits with a message for an unknown name or a
 /// missing device. For the examples' `main`s.
 pub fn example_device() -> Device {

@@ -53,10 +53,7 @@ pub fn price(dev: &Device, paths: usize, seed: u64) -> Result<(f64, f64, f64)> {
 /// The example's command line (see the module docs).
 pub fn main() {
     let dev = crate::example_device();
-    let paths = std::env::args()
-        .nth(2)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000_000);
+    let paths = crate::size_arg(1_000_000);
     match price(&dev, paths, 2026) {
         Ok((mc, se, exact)) => println!(
             "montecarlo on {dev}: {paths} paths, call price {mc:.4} ± {se:.4} (closed form \
