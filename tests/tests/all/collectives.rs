@@ -419,6 +419,23 @@ fn scans_follow_their_fixed_order_on_every_device() {
         let xi: Vec<i32> = (0..n).map(|i| (i as i32).wrapping_mul(2_654_435)).collect();
         let fa = Array::from_vec([n], xf.clone()).unwrap();
         let ia = Array::from_vec([n], xi.clone()).unwrap();
+        let xd: Vec<f64> = xf.iter().map(|&x| f64::from(x) * 1.0000001).collect();
+        let xu: Vec<u64> = xi.iter().map(|&x| (x as u64) << 20).collect();
+        let xt: Vec<[f32; 2]> = xf.iter().map(|&x| [x, -x * 0.5]).collect();
+        let (da, ua, ta) = (
+            Array::from_vec([n], xd.clone()).unwrap(),
+            Array::from_vec([n], xu.clone()).unwrap(),
+            Array::from_vec([n], xt.clone()).unwrap(),
+        );
+        let want_d: Vec<u64> = scan_order(&xd, &|a, b| a + b)
+            .into_iter()
+            .map(f64::to_bits)
+            .collect();
+        let want_u = scan_order(&xu, &|a: u64, b| a.wrapping_add(b));
+        let want_t: Vec<[u32; 2]> = scan_order(&xt, &|a: [f32; 2], b| [a[0] + b[0], a[1] + b[1]])
+            .into_iter()
+            .map(|p| [canon(p[0]), canon(p[1])])
+            .collect();
         let want_f: Vec<u32> = scan_order(&xf, &|a, b| a + b)
             .into_iter()
             .map(canon)
@@ -450,6 +467,18 @@ fn scans_follow_their_fixed_order_on_every_device() {
                 assert_eq!(bits(scan(&half, &fa).unwrap()), want_h, "user {d} {n}");
                 let he = scan_exclusive(&half, &fa, 3.0).unwrap();
                 assert_eq!(bits(he), want_he, "user exclusive {d} {n}");
+                // Other types: f64, u64 (wrapping) and 2-lane f32 tuples, lane by lane.
+                let d64 = cumsum(&da).unwrap().to_vec().unwrap();
+                let d64: Vec<u64> = d64.iter().map(|x| x.to_bits()).collect();
+                assert_eq!(d64, want_d, "f64 {d} {n}");
+                assert_eq!(
+                    cumsum(&ua).unwrap().to_vec().unwrap(),
+                    want_u,
+                    "u64 {d} {n}"
+                );
+                let t2 = cumsum(&ta).unwrap().to_vec().unwrap();
+                let t2: Vec<[u32; 2]> = t2.iter().map(|p| [canon(p[0]), canon(p[1])]).collect();
+                assert_eq!(t2, want_t, "[f32; 2] {d} {n}");
             });
         }
     }
@@ -569,6 +598,23 @@ fn sorts_are_stable_and_equal_rusts_on_every_device() {
                     .map(|x| x.to_bits())
                     .collect();
                 assert_eq!(f, want_f, "f32 {d} {n}");
+                let mut want_i = ki.clone();
+                want_i.sort_unstable();
+                assert_eq!(sort(&ia).unwrap().to_vec().unwrap(), want_i, "i32 {d} {n}");
+                let (fk, fv) = sort_pairs(&ua, &fa).unwrap();
+                let mut want_uf: Vec<(u32, u32)> = ku
+                    .iter()
+                    .copied()
+                    .zip(kf.iter().map(|x| x.to_bits()))
+                    .collect();
+                want_uf.sort_by_key(|p| p.0);
+                let got_uf: Vec<(u32, u32)> = fk
+                    .to_vec()
+                    .unwrap()
+                    .into_iter()
+                    .zip(fv.to_vec().unwrap().iter().map(|x| x.to_bits()))
+                    .collect();
+                assert_eq!(got_uf, want_uf, "u32 keys, f32 values {d} {n}");
                 let (k, v) = sort_pairs(&ia, &xa).unwrap();
                 let got: Vec<(i32, u32)> = k
                     .to_vec()
