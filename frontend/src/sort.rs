@@ -1,6 +1,7 @@
-//! Stable radix sort (issue 25): keys of `u32`, `i32` or `f32`, alone or with `u32`, `i32`
-//! or `f32` values — the least-significant-digit radix sort of 8-bit digits that CUB's and
-//! Thrust's sorts are built on. Each of the four passes is three launches: `sort.count`
+//! Stable radix sort (issue 25): keys of `u32`, `i32`, `f32`, `u64`, `i64` or `f64`, alone
+//! or with values of those types — the least-significant-digit radix sort of 8-bit digits
+//! that CUB's and Thrust's sorts are built on. Each pass (4 for 32-bit keys, 8 for 64-bit
+//! ones) is three launches: `sort.count`
 //! (kernel mode: each work-item walks one block of [`BLOCK`] keys and counts its digits),
 //! `cumsum_exclusive` of the counts laid out digit by digit (every key's place: keys of
 //! smaller digits first, then those of earlier blocks), and `sort.place` (each work-item walks
@@ -23,27 +24,36 @@ const ITEMS: usize = 32;
 /// Digit values of a pass.
 const DIGITS: usize = 256;
 
-/// The u32 whose unsigned order is the order of key `k` of type `s` (`i32`: sign bit
-/// flipped; `f32`: IEEE total order — negatives' bits inverted, positives' sign set — so
-/// −NaN < −∞ < … < −0 < +0 < … < +∞ < +NaN).
+/// The unsigned integer of the key's width (`u32` or `u64`) whose order is the order of
+/// key `k` of type `s`: signed integers with the sign bit flipped; floats in IEEE total
+/// order — negatives' bits inverted, positives' sign bit set — so −NaN < −∞ < … < −0 < +0
+/// < … < +∞ < +NaN.
 fn ordered(b: &mut ProgramBuilder, k: weft_ir::Value, s: ScalarType) -> weft_ir::Value {
-    let u = Type::scalar(ScalarType::U32);
-    let sign = b.constant(Const::scalar(ScalarType::U32, 0x8000_0000));
+    let (u, top) = unsigned_of(s);
+    let sign = b.constant(Const::scalar(u, top));
+    let ut = Type::scalar(u);
     match s {
-        ScalarType::U32 => k,
-        ScalarType::I32 => {
-            let bits = b.op_typed(Opcode::Bitcast, &[k], u);
+        ScalarType::U32 | ScalarType::U64 => k,
+        ScalarType::I32 | ScalarType::I64 => {
+            let bits = b.op_typed(Opcode::Bitcast, &[k], ut);
             b.op(Opcode::Xor, &[bits, sign])
         }
         _ => {
-            let bits = b.op_typed(Opcode::Bitcast, &[k], u);
-            let zero = b.constant(Const::scalar(ScalarType::U32, 0));
+            let bits = b.op_typed(Opcode::Bitcast, &[k], ut);
             let neg = b.op(Opcode::Ge, &[bits, sign]);
-            let _ = zero;
             let inv = b.op(Opcode::Not, &[bits]);
             let set = b.op(Opcode::Or, &[bits, sign]);
             b.select(neg, inv, set)
         }
+    }
+}
+
+/// The unsigned type of `s`'s width and its sign bit.
+fn unsigned_of(s: ScalarType) -> (ScalarType, u64) {
+    if s.bits() == 64 {
+        (ScalarType::U64, 1 << 63)
+    } else {
+        (ScalarType::U32, 1 << 31)
     }
 }
 
@@ -78,7 +88,8 @@ fn build(key: ScalarType, value: Option<ScalarType>, place: bool) -> Result<Kern
     let keys = b.array("keys", arr(Type::scalar(key))?);
     let vals = value.map(|v| b.array("values", arr(Type::scalar(v)).expect("scalar")));
     let n = b.uniform("n", i32t);
-    let shift = b.uniform("shift", u32t);
+    let (ku, _) = unsigned_of(key);
+    let shift = b.uniform("shift", Type::scalar(ku));
     let blocks = b.uniform("blocks", i32t);
     let counts = if place {
         b.array("offsets", arr(u32t)?)
@@ -123,7 +134,7 @@ fn build(key: ScalarType, value: Option<ScalarType>, place: bool) -> Result<Kern
             let k = b.read(keys, i);
             let o = ordered(b, k, key);
             let sh = b.op(Opcode::Shr, &[o, shift]);
-            let mask = b.constant(Const::scalar(ScalarType::U32, 255));
+            let mask = b.constant(Const::scalar(ku, 255));
             let d = b.op(Opcode::And, &[sh, mask]);
             let d = b.cast(d, i32t);
             let slot = b.op(Opcode::Add, &[base, d]);
@@ -159,9 +170,17 @@ fn build(key: ScalarType, value: Option<ScalarType>, place: bool) -> Result<Kern
 /// The scalar type of a sort's key or value element.
 fn scalar_of<T: Elem>(what: &str) -> Result<ScalarType> {
     match T::ir_type().lanes() {
-        Some((s @ (ScalarType::U32 | ScalarType::I32 | ScalarType::F32), 1)) => Ok(s),
+        Some((
+            s @ (ScalarType::U32
+            | ScalarType::I32
+            | ScalarType::F32
+            | ScalarType::U64
+            | ScalarType::I64
+            | ScalarType::F64),
+            1,
+        )) => Ok(s),
         _ => Err(Error::argument(format!(
-            "sort: {what} of {} (u32, i32 and f32 are sorted)",
+            "sort: {what} of {} (u32, i32, f32, u64, i64 and f64 are sorted)",
             T::ir_type()
         ))),
     }
@@ -198,7 +217,8 @@ fn sort_impl<K: Elem, V: Elem>(
     let dev = Device::current();
     let blocks = n.div_ceil(BLOCK);
     let groups = blocks.div_ceil(ITEMS) as u32;
-    for pass in 0..4u32 {
+    let passes = ks.bits() / 8;
+    for pass in 0..passes {
         let shift = pass * 8;
         let mut counts = Array::filled([DIGITS * blocks], 0u32)?;
         let head = |k: &Array<1, K>, v: &Option<Array<1, V>>| {
@@ -207,7 +227,11 @@ fn sort_impl<K: Elem, V: Elem>(
                 a.push(KernelArg::array(v));
             }
             a.push(KernelArg::value(n as i32));
-            a.push(KernelArg::value(shift));
+            a.push(if ks.bits() == 64 {
+                KernelArg::value(u64::from(shift))
+            } else {
+                KernelArg::value(shift)
+            });
             a.push(KernelArg::value(blocks as i32));
             a
         };
@@ -239,9 +263,9 @@ fn sort_impl<K: Elem, V: Elem>(
 }
 
 /// `keys` in ascending order (a stable LSD radix sort, CUB's and Thrust's algorithm), on
-/// the current device: `u32` and `i32` keys in numeric order, `f32` keys in IEEE total
-/// order (−NaN, −∞, …, −0, +0, …, +∞, +NaN: NumPy puts every NaN last). The same bits on
-/// every device.
+/// the current device: integer keys (`u32`, `i32`, `u64`, `i64`) in numeric order, float
+/// keys (`f32`, `f64`) in IEEE total order (−NaN, −∞, …, −0, +0, …, +∞, +NaN: NumPy puts
+/// every NaN last). The same bits on every device.
 ///
 /// ```
 /// use weft::{sort, Array};
@@ -257,7 +281,7 @@ pub fn sort<K: Elem>(keys: &Array<1, K>) -> Result<Array<1, K>> {
 }
 
 /// `keys` in ascending order with `values` permuted alike (equal keys keep their order),
-/// as [`sort`]; values of `u32`, `i32` or `f32`.
+/// as [`sort`]; values of the key types'.
 ///
 /// # Errors
 /// As [`sort`]; values of another type or another length.

@@ -578,6 +578,17 @@ fn sorts_are_stable_and_equal_rusts_on_every_device() {
         want_f.sort_by(|a, b| a.total_cmp(b));
         let want_f: Vec<u32> = want_f.iter().map(|x| x.to_bits()).collect();
         let idx: Vec<u32> = (0..n as u32).collect();
+        let k64: Vec<u64> = (0..n as u64)
+            .map(|i| {
+                f64::from_bits(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 2).to_bits() ^ (i << 63)
+            })
+            .collect();
+        let f64a = Array::from_vec(
+            [n],
+            k64.iter().map(|&b| f64::from_bits(b)).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let i64a = Array::from_vec([n], k64.iter().map(|&b| b as i64).collect::<Vec<_>>()).unwrap();
         let mut want_pairs: Vec<(i32, u32)> = ki.iter().copied().zip(idx.clone()).collect();
         want_pairs.sort_by_key(|p| p.0);
         let (ua, ia, fa, xa) = (
@@ -615,6 +626,24 @@ fn sorts_are_stable_and_equal_rusts_on_every_device() {
                     .zip(fv.to_vec().unwrap().iter().map(|x| x.to_bits()))
                     .collect();
                 assert_eq!(got_uf, want_uf, "u32 keys, f32 values {d} {n}");
+                // 64-bit keys: eight passes.
+                let mut want_64: Vec<u64> = k64.clone();
+                want_64.sort_by(|a, b| f64::from_bits(*a).total_cmp(&f64::from_bits(*b)));
+                let got: Vec<u64> = sort(&f64a)
+                    .unwrap()
+                    .to_vec()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.to_bits())
+                    .collect();
+                assert_eq!(got, want_64, "f64 {d} {n}");
+                let mut want_i64: Vec<i64> = k64.iter().map(|&x| x as i64).collect();
+                want_i64.sort_unstable();
+                assert_eq!(
+                    sort(&i64a).unwrap().to_vec().unwrap(),
+                    want_i64,
+                    "i64 {d} {n}"
+                );
                 let (k, v) = sort_pairs(&ia, &xa).unwrap();
                 let got: Vec<(i32, u32)> = k
                     .to_vec()
@@ -626,6 +655,6 @@ fn sorts_are_stable_and_equal_rusts_on_every_device() {
             });
         }
     }
-    let e = sort(&Array::from_vec([2], vec![1.0f64, 2.0]).unwrap()).unwrap_err();
-    assert!(e.to_string().contains("u32, i32 and f32"), "{e}");
+    let e = sort(&Array::from_vec([2], vec![[1.0f32, 2.0], [0.0, 1.0]]).unwrap()).unwrap_err();
+    assert!(e.to_string().contains("are sorted"), "{e}");
 }
