@@ -295,14 +295,19 @@ fn ieee(a: f32, b: f32, less: bool) -> f32 {
     }
 }
 
-#[test]
-fn segmented_reductions_equal_a_host_fold_on_every_device() {
-    let plus = Program::record_named("plus_then_half", || {
+/// `(a + b) / 2`: a combiner that is not associative, so its results show the order.
+fn half_sum() -> Program {
+    Program::record_named("half_sum", || {
         let a = In::<Value1f>::named("a");
         let b = In::<Value1f>::named("b");
         Out::named("c", (a + b) * 0.5f32);
     })
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn segmented_reductions_equal_a_host_fold_on_every_device() {
+    let plus = half_sum();
     for rows in [1usize, 2, 17, 1000, 5003] {
         // Row lengths 0 to 9, so some rows are empty; one NaN.
         let mut offsets = vec![0i32];
@@ -406,12 +411,7 @@ fn scan_order<T: Copy>(x: &[T], op: &dyn Fn(T, T) -> T) -> Vec<T> {
 
 #[test]
 fn scans_follow_their_fixed_order_on_every_device() {
-    let half = Program::record_named("half_sum", || {
-        let a = In::<Value1f>::named("a");
-        let b = In::<Value1f>::named("b");
-        Out::named("c", (a + b) * 0.5f32);
-    })
-    .unwrap();
+    let half = half_sum();
     for n in [0usize, 1, 2, 31, 32, 33, 1023, 1024, 1025, 100_003] {
         let xf: Vec<f32> = (0..n)
             .map(|i| ((i * 7919) % 1013) as f32 * 0.013 - 6.0)
