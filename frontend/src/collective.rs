@@ -197,13 +197,13 @@ fn built(b: ProgramBuilder) -> Result<Module> {
 /// use: building and verifying them cost more host time than a GPU level over 2^21
 /// elements. At most [`MEMO_CAPACITY`] entries each (a cache starts over when full), so a
 /// process reducing with many combiners does not grow without bound.
-type Memo<K, V> = std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<K, V>>>;
+pub(crate) type Memo<K, V> = std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<K, V>>>;
 
 /// The most entries a [`Memo`] holds.
 const MEMO_CAPACITY: usize = 1024;
 
 /// `cell`'s value for `key`, built by `make` on first use.
-fn memo<K: std::hash::Hash + Eq, V: Clone>(
+pub(crate) fn memo<K: std::hash::Hash + Eq, V: Clone>(
     cell: &Memo<K, V>,
     key: K,
     make: impl FnOnce() -> Result<V>,
@@ -1644,7 +1644,7 @@ pub fn segment_reduce<T: Elem>(
 /// Elements per block of a scan's levels (docs/semantics.md, "Scans").
 pub const SCAN_FAN: usize = 32;
 
-/// Folds `x0 … [lo .. hi)` (i32 positions, `lo < hi`) left to right into new variables.
+/// Folds `x0 … [lo .. hi)` left to right into new variables ([`fold_column`] with step 1).
 fn fold_range(
     b: &mut ProgramBuilder,
     c: &Combiner,
@@ -1652,26 +1652,12 @@ fn fold_range(
     lo: weft_ir::Value,
     hi: weft_ir::Value,
 ) -> Vec<weft_ir::builder::Variable> {
-    let cp = c.program().clone();
-    let vars: Vec<weft_ir::builder::Variable> = c
-        .state
-        .iter()
-        .zip(xs)
-        .enumerate()
-        .map(|(q, (&t, &x))| {
-            let v = b.declare_var(&format!("acc_{q}"), t);
-            let first = b.read(x, lo);
-            b.def_var(v, first);
-            v
-        })
-        .collect();
-    let one = i32c(b, 1);
-    let next = b.op(Opcode::Add, &[lo, one]);
-    b.for_range(next, hi, one, |b, k| {
-        let x: Vec<weft_ir::Value> = xs.iter().map(|&x| b.read(x, k)).collect();
-        combine_into(b, &cp, &vars, &x);
-    });
-    vars
+    let src = Source {
+        xs: xs.to_vec(),
+        map: None,
+        pad: None,
+    };
+    fold_column(b, c, &src, "acc", (lo, hi, 1), 1)
 }
 
 /// `scan.totals` (launch shape `[⌈n / SCAN_FAN⌉]`): element `b` folds block `b` of `x0 …`,

@@ -33,6 +33,7 @@ impl ArgVal {
 }
 
 /// A launch ready to run: the (possibly rewritten) module, its arguments, the launch shape.
+#[derive(Clone)]
 pub(crate) struct Prepared {
     pub(crate) module: Arc<Module>,
     /// The program's position in `module`.
@@ -328,12 +329,7 @@ pub(crate) fn defer(
         inputs: inputs().map(Arc::downgrade).collect(),
     };
     // A sequence being recorded notes the launch (its arguments, before the job takes them).
-    let recorded = crate::sequence::recording().then(|| Prepared {
-        module: l.module.clone(),
-        program: l.program,
-        args: l.args.clone(),
-        shape: l.shape.clone(),
-    });
+    let recorded = crate::sequence::recording().then(|| l.clone());
     let job_dev = dev.clone();
     // The error names the launch and the user's line that applied it: it surfaces only
     // when a result is read.
@@ -416,13 +412,7 @@ fn group_launch(
     if work.len() <= 1 {
         // One part: the whole launch on the member that has it.
         let k = work.first().map_or(0, |w| w.0);
-        let whole = Prepared {
-            module: l.module.clone(),
-            program: l.program,
-            args: l.args.clone(),
-            shape: l.shape.clone(),
-        };
-        return launch(&members[k], whole);
+        return launch(&members[k], l.clone());
     }
     let (pm, pprog, extra) = part_program(&l.module, l.program)?;
     let row: usize = l.shape[1..].iter().product();

@@ -9,6 +9,7 @@
 //! target: [`crate::segment_sum`]).
 
 use crate::array::Array;
+use crate::collective::{memo, Memo};
 use crate::device::Device;
 use crate::dsl::{
     block_dim, block_index, for_step, grid_dim, if_, sync_threads, thread_index, Buffer, InArray,
@@ -67,54 +68,44 @@ fn count_kernel(local: bool, bin: impl Fn(Value1i) -> (Value1i, Value<bool, 1>))
 }
 
 /// The bincount kernel (`local`: counted in shared memory first).
-fn bincount_kernel(local: bool) -> Result<&'static Kernel> {
-    static K: [OnceLock<std::result::Result<Kernel, String>>; 2] =
-        [OnceLock::new(), OnceLock::new()];
-    K[usize::from(local)]
-        .get_or_init(|| {
-            Kernel::record_named("bincount", || {
-                let values = InArray::<1, Value1i>::named("values", Boundary::Clamp);
-                let top = Param::uniform::<Value1i>("top");
-                count_kernel(local, |i| {
-                    let v = values.read(&i);
-                    let ok = v.ge(0i32) & v.lt(&top);
-                    (v, ok)
-                });
-            })
-            .map_err(|e| e.to_string())
+fn bincount_kernel(local: bool) -> Result<Kernel> {
+    static K: Memo<bool, Kernel> = OnceLock::new();
+    memo(&K, local, || {
+        Kernel::record_named("bincount", || {
+            let values = InArray::<1, Value1i>::named("values", Boundary::Clamp);
+            let top = Param::uniform::<Value1i>("top");
+            count_kernel(local, |i| {
+                let v = values.read(&i);
+                let ok = v.ge(0i32) & v.lt(&top);
+                (v, ok)
+            });
         })
-        .as_ref()
-        .map_err(|e| Error::argument(e.clone()))
+    })
 }
 
 /// The f32 histogram kernel.
-fn histogram_kernel(local: bool) -> Result<&'static Kernel> {
-    static K: [OnceLock<std::result::Result<Kernel, String>>; 2] =
-        [OnceLock::new(), OnceLock::new()];
-    K[usize::from(local)]
-        .get_or_init(|| {
-            Kernel::record_named("histogram", || {
-                let values = InArray::<1, Value1f>::named("values", Boundary::Clamp);
-                let lo = Param::uniform::<Value1d>("lo");
-                let hi = Param::uniform::<Value1d>("hi");
-                let scale = Param::uniform::<Value1d>("scale");
-                let last = Param::uniform::<Value1i>("last");
-                count_kernel(local, |i| {
-                    let x = values.read(&i).cast::<f64>();
-                    // NaN fails both comparisons: not counted.
-                    let inside = x.ge(&lo) & x.le(&hi);
-                    let f = ((&x - &lo) * &scale).floor();
-                    let b = crate::dsl::select(f.ge(last.cast::<f64>()), &last, f.cast::<i32>());
-                    (
-                        crate::dsl::select(inside.clone(), b, Value1i::new(0i32)),
-                        inside,
-                    )
-                });
-            })
-            .map_err(|e| e.to_string())
+fn histogram_kernel(local: bool) -> Result<Kernel> {
+    static K: Memo<bool, Kernel> = OnceLock::new();
+    memo(&K, local, || {
+        Kernel::record_named("histogram", || {
+            let values = InArray::<1, Value1f>::named("values", Boundary::Clamp);
+            let lo = Param::uniform::<Value1d>("lo");
+            let hi = Param::uniform::<Value1d>("hi");
+            let scale = Param::uniform::<Value1d>("scale");
+            let last = Param::uniform::<Value1i>("last");
+            count_kernel(local, |i| {
+                let x = values.read(&i).cast::<f64>();
+                // NaN fails both comparisons: not counted.
+                let inside = x.ge(&lo) & x.le(&hi);
+                let f = ((&x - &lo) * &scale).floor();
+                let b = crate::dsl::select(f.ge(last.cast::<f64>()), &last, f.cast::<i32>());
+                (
+                    crate::dsl::select(inside.clone(), b, Value1i::new(0i32)),
+                    inside,
+                )
+            });
         })
-        .as_ref()
-        .map_err(|e| Error::argument(e.clone()))
+    })
 }
 
 /// Work-groups for `n` values.
@@ -150,7 +141,7 @@ pub fn bincount(values: &Array<1, i32>, bins: usize) -> Result<Array<1, u32>> {
     check(n, bins, "bincount")?;
     let k = bincount_kernel(bins <= LOCAL_BINS)?;
     count_into(
-        k,
+        &k,
         n,
         bins,
         vec![KernelArg::array(values), KernelArg::value(bins as i32)],
@@ -198,7 +189,7 @@ pub fn histogram(values: &Array<1, f32>, bins: usize, range: (f32, f32)) -> Resu
     }
     let k = histogram_kernel(bins <= LOCAL_BINS)?;
     count_into(
-        k,
+        &k,
         n,
         bins,
         vec![
@@ -281,22 +272,8 @@ fn scatter_with<T: crate::scalar::Elem>(
     if n > i32::MAX as usize {
         return Err(Error::argument(format!("{what}: {n} values")));
     }
-    static KERNELS: OnceLock<std::sync::Mutex<Vec<(weft_ir::Opcode, weft_ir::Type, Kernel)>>> =
-        OnceLock::new();
-    let k = {
-        let mut ks = KERNELS
-            .get_or_init(Default::default)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        match ks.iter().find(|(o, ty, _)| *o == op && *ty == t) {
-            Some((_, _, k)) => k.clone(),
-            None => {
-                let k = scatter_kernel(op, t)?;
-                ks.push((op, t, k.clone()));
-                k
-            }
-        }
-    };
+    static KERNELS: Memo<(weft_ir::Opcode, weft_ir::Type), Kernel> = OnceLock::new();
+    let k = memo(&KERNELS, (op, t), || scatter_kernel(op, t))?;
     let groups = n.div_ceil(SCATTER_ITEMS) as u32;
     k.launch_on(
         &Device::current(),

@@ -9,11 +9,12 @@
 //! fixed by the keys alone, so every device gives the same bits.
 
 use crate::array::Array;
+use crate::collective::{memo, Memo};
 use crate::device::Device;
 use crate::dsl::{Kernel, KernelArg};
 use crate::error::{Error, Result};
 use crate::scalar::{Elem, Scalar};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use weft_ir::builder::ProgramBuilder;
 use weft_ir::{Boundary, Const, Opcode, ScalarType, Type};
 
@@ -60,18 +61,10 @@ fn unsigned_of(s: ScalarType) -> (ScalarType, u64) {
 /// The kernels of one key type and value type (`None`: keys alone): `sort.count` and
 /// `sort.place`.
 fn kernels(key: ScalarType, value: Option<ScalarType>) -> Result<(Kernel, Kernel)> {
-    type Entry = ((ScalarType, Option<ScalarType>), (Kernel, Kernel));
-    static CACHE: OnceLock<Mutex<Vec<Entry>>> = OnceLock::new();
-    let mut c = CACHE
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if let Some((_, k)) = c.iter().find(|(w, _)| *w == (key, value)) {
-        return Ok(k.clone());
-    }
-    let k = (build(key, value, false)?, build(key, value, true)?);
-    c.push(((key, value), k.clone()));
-    Ok(k)
+    static CACHE: Memo<(ScalarType, Option<ScalarType>), (Kernel, Kernel)> = OnceLock::new();
+    memo(&CACHE, (key, value), || {
+        Ok((build(key, value, false)?, build(key, value, true)?))
+    })
 }
 
 /// `sort.count` (`place` false) or `sort.place`. Parameters: keys, (values), n, shift,
