@@ -31,7 +31,8 @@ static GLOBAL: OnceLock<Option<DiskCache>> = OnceLock::new();
 /// The size limit when `WEFT_CACHE_LIMIT` does not set one: 1 GiB.
 pub const DEFAULT_LIMIT: u64 = 1 << 30;
 
-/// The key of one artifact: the BLAKE3 hash of its kind, weft's version and every part that
+/// The key of one artifact: the BLAKE3 hash of its kind, weft's version, the fingerprint of
+/// its code generators' sources (`WEFT_CODEGEN_ID`, runtime/build.rs) and every part that
 /// decides its bits (the canonical IR text, backend, target CPU and features or `sm`,
 /// options, LLVM and driver versions).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -46,6 +47,9 @@ impl Key {
         for p in [
             MAGIC.as_slice(),
             env!("CARGO_PKG_VERSION").as_bytes(),
+            // The code generators' sources (runtime/build.rs): a kernel another build's
+            // lowering made is a miss, not a hit.
+            env!("WEFT_CODEGEN_ID").as_bytes(),
             kind.as_bytes(),
         ]
         .into_iter()
