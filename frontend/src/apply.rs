@@ -132,6 +132,44 @@ impl Outputs for Bundle {
     }
 }
 
+impl Outputs for () {
+    fn from_bundle(b: Bundle) -> Result<Self> {
+        if !b.is_empty() {
+            return Err(Error::argument(format!(
+                "the program has {} outputs, the result takes none",
+                b.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A built-in reduction of one output of a launch ([`Program::apply_reduce`]): the
+/// combinations of [`crate::sum`], [`crate::product`], [`crate::minimum`] and
+/// [`crate::maximum`] (docs/semantics.md, "Reductions").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduction {
+    /// The sum (integers wrap; floats in the reduction tree's order).
+    Sum,
+    /// The product.
+    Product,
+    /// The least element (NaN-propagating for floats).
+    Min,
+    /// The greatest element (NaN-propagating for floats).
+    Max,
+}
+
+impl Reduction {
+    fn opcode(self) -> weft_ir::Opcode {
+        match self {
+            Reduction::Sum => weft_ir::Opcode::Add,
+            Reduction::Product => weft_ir::Opcode::Mul,
+            Reduction::Min => weft_ir::Opcode::Min,
+            Reduction::Max => weft_ir::Opcode::Max,
+        }
+    }
+}
+
 macro_rules! tuple_outputs {
     ($n:literal; $($t:ident $d:ident $i:tt),*) => {
         impl<$(const $d: usize, $t: Elem),*> Outputs for ($(Array<$d, $t>,)*) {
@@ -215,14 +253,7 @@ impl Program {
         args: impl Args,
         shape: Option<&[usize]>,
     ) -> Result<R> {
-        if crate::sequence::recording() && self.has_captured_uniforms() {
-            return Err(Error::argument(format!(
-                "@{} reads host `Uniform`s (loose binding), whose values a replay of the \
-                 sequence being recorded would not read again: pass them as arguments (fixed \
-                 when recorded) or as one-element arrays",
-                self.name()
-            )));
-        }
+        self.check_recordable()?;
         let all = self.inputs(args.into_args())?;
         if shape.is_none() && !self.has_varying_input() {
             return Err(Error::argument(format!(
@@ -235,6 +266,122 @@ impl Program {
         R::from_bundle(Bundle {
             outs: defer(dev, l, Some(std::panic::Location::caller()))?,
         })
+    }
+
+    /// Applies the program like [`Program::apply`] and reduces its output named `output`
+    /// with `reduction` — a map-reduce, such as a solver's largest change per sweep — giving
+    /// the other outputs (taken as `apply` gives them: an array, a tuple, a [`Bundle`], or
+    /// `()` when there is none) and the reduction as a one-element array left where the
+    /// device computed it, as [`crate::maximum_array`] leaves it.
+    ///
+    /// The reduced output is not kept. On a CPU device the reduction's first level runs
+    /// inside the launch, chunk by chunk, while each chunk's values are in cache, so they
+    /// are never stored whole (issue 22's fused convergence check); elsewhere — the
+    /// interpreter, a GPU, a device group, or while a [`crate::Sequence`] is recorded — the
+    /// launch runs, then the reduction. Either way the bits are those of the apply followed
+    /// by [`crate::sum_array`], [`crate::minimum_array`] or [`crate::maximum_array`] (or
+    /// [`crate::product`]). The launch runs now, not deferred. An empty launch gives `[0]`
+    /// for a sum and `[1]` for a product.
+    ///
+    /// # Errors
+    /// No output named `output`; its elements not of type `T`, or `bool`; a `Min` or `Max`
+    /// of an empty launch; as [`Program::apply`], the launch's own errors included.
+    pub fn apply_reduce<R: Outputs, T: Elem>(
+        &self,
+        output: &str,
+        reduction: Reduction,
+        args: impl Args,
+    ) -> Result<(R, Array<1, T>)> {
+        self.launch_reduce(&Device::current(), None, (output, reduction), args)
+    }
+
+    /// [`Program::apply_reduce`] with an explicit launch shape ([`Program::apply_shape`]).
+    ///
+    /// # Errors
+    /// As [`Program::apply_reduce`]; a shape that differs from the varying inputs'.
+    pub fn apply_reduce_shape<R: Outputs, T: Elem>(
+        &self,
+        shape: &[usize],
+        output: &str,
+        reduction: Reduction,
+        args: impl Args,
+    ) -> Result<(R, Array<1, T>)> {
+        self.launch_reduce(&Device::current(), Some(shape), (output, reduction), args)
+    }
+
+    fn launch_reduce<R: Outputs, T: Elem>(
+        &self,
+        dev: &Device,
+        shape: Option<&[usize]>,
+        (output, reduction): (&str, Reduction),
+        args: impl Args,
+    ) -> Result<(R, Array<1, T>)> {
+        let p = self.ir();
+        let names: Vec<String> = p
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(k, o)| o.name.clone().unwrap_or_else(|| format!("{k}")))
+            .collect();
+        let k = names.iter().position(|n| n == output).ok_or_else(|| {
+            Error::argument(format!(
+                "apply_reduce: @{} has no output `{output}` (its outputs: {})",
+                self.name(),
+                names.join(", ")
+            ))
+        })?;
+        if p.outputs[k].ty != T::ir_type() {
+            return Err(Error::argument(format!(
+                "apply_reduce: output `{output}` of @{} has elements of type {}, the result \
+                 takes {}",
+                self.name(),
+                p.outputs[k].ty,
+                T::ir_type()
+            )));
+        }
+        self.check_recordable()?;
+        let all = self.inputs(args.into_args())?;
+        if shape.is_none() && !self.has_varying_input() {
+            return Err(Error::argument(format!(
+                "@{} has no varying input, so its launch shape cannot come from the \
+                 arguments: give it with `apply_reduce_shape(&[n], …)`",
+                self.name()
+            )));
+        }
+        let l = prepare(self.module_arc(), self.name(), all, shape)?;
+        let (rest, r) = collective::apply_reduced(dev, l, k, reduction.opcode())?;
+        let r = match (r, reduction) {
+            (Some(d), _) => Array::from_data(d)?,
+            (None, Reduction::Sum) => crate::sum_array(&Array::<1, T>::from_vec([0], vec![])?)?,
+            (None, Reduction::Product) => {
+                let one = crate::product(&Array::<1, T>::from_vec([0], vec![])?)?;
+                Array::from_vec([1], vec![one])?
+            }
+            (None, Reduction::Min | Reduction::Max) => {
+                return Err(Error::argument(format!(
+                    "apply_reduce: the {} of output `{output}` of an empty launch",
+                    if reduction == Reduction::Min {
+                        "minimum"
+                    } else {
+                        "maximum"
+                    }
+                )))
+            }
+        };
+        Ok((R::from_bundle(Bundle { outs: rest })?, r))
+    }
+
+    /// An error while a sequence is recorded if the program reads host `Uniform`s.
+    fn check_recordable(&self) -> Result<()> {
+        if crate::sequence::recording() && self.has_captured_uniforms() {
+            return Err(Error::argument(format!(
+                "@{} reads host `Uniform`s (loose binding), whose values a replay of the \
+                 sequence being recorded would not read again: pass them as arguments (fixed \
+                 when recorded) or as one-element arrays",
+                self.name()
+            )));
+        }
+        Ok(())
     }
 
     /// Every input of the program in order: the `given` arguments in the open inputs, the

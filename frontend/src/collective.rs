@@ -1349,9 +1349,20 @@ fn reduce_levels_on_device(
     let Some(first) = elements(data)? else {
         return Ok(None);
     };
-    let mut cur = vec![first];
-    let mut n = cur[0].len();
-    let mut map = map;
+    let n = first.len();
+    levels_from(dev, c, map, vec![first], n).map(Some)
+}
+
+/// The levels of [`reduce_levels_on_device`] from `cur` (one array per component of the
+/// elements, or of the states after the first level), `n` elements, on.
+fn levels_from(
+    dev: &Device,
+    c: &Combiner,
+    map: Option<&MapFn>,
+    cur: Vec<ArrayData>,
+    n: usize,
+) -> Result<Vec<ArrayData>> {
+    let (mut cur, mut n, mut map) = (cur, n, map);
     // A GPU thread folding `SMALL` elements alone would wait on 128 loads in a row.
     let small = if gpu_plan(dev) { GPU_SMALL } else { SMALL };
     // A GPU runs two levels per launch (`reduce.pair`) while more than one block is left,
@@ -1364,7 +1375,7 @@ fn reduce_levels_on_device(
             let last = n <= PAIR_SPAN;
             cur = pair_level(dev, c, map, &cur, n, last)?;
             if last {
-                return Ok(Some(cur));
+                return Ok(cur);
             }
             n = level_outputs(level_outputs(n));
             map = None;
@@ -1378,7 +1389,7 @@ fn reduce_levels_on_device(
             let m = cached(c, map, Kind::Small, &elems, || {
                 small_program(c, map, &elems)
             })?;
-            return run_level(dev, &m, "reduce.small", args, &[1]).map(Some);
+            return run_level(dev, &m, "reduce.small", args, &[1]);
         }
         let outs = level_outputs(n);
         let m = cached(c, map, Kind::Level, &elems, || {
@@ -1394,6 +1405,54 @@ fn reduce_levels_on_device(
         n = outs;
         map = None;
     }
+}
+
+/// Runs launch `l` on `dev` and reduces its output `output` with the built-in combiner of
+/// `op` (`Add`, `Mul`, `Min`, `Max`), which is not kept: the launch's other outputs, and the
+/// reduction as a one-element array where `dev` computed it (`None`: no elements). On a CPU
+/// device the first level runs fused into the launch
+/// ([`weft_runtime::BufferLaunch::run_fused`]: each chunk's output is folded while it is in
+/// cache, and never stored whole); elsewhere, and while a sequence is recorded, the launch
+/// then the reduction. Both compute the same levels over the same elements: the same bits.
+pub(crate) fn apply_reduced(
+    dev: &Device,
+    l: crate::exec::Prepared,
+    output: usize,
+    op: Opcode,
+) -> Result<(Vec<ArrayData>, Option<ArrayData>)> {
+    let p = &l.module.programs[l.program];
+    let elem = p.outputs[output].ty;
+    if elem.elem_scalar() == ScalarType::Bool {
+        return Err(Error::argument(format!(
+            "{}: output {output} of @{} has elements of type {elem}, which have no arithmetic",
+            op_name(op),
+            p.name
+        )));
+    }
+    let c = builtin_combiner(op, elem)?;
+    let n: usize = l.shape.iter().product();
+    if n > SMALL && n <= MAX_ELEMENTS && !gpu_plan(dev) && !crate::sequence::recording() {
+        let elems = [elem];
+        let m = cached(&c, None, Kind::Level, &elems, || {
+            level_program(&c, None, &elems)
+        })?;
+        let outs = level_outputs(n);
+        let level = (
+            &m,
+            "reduce.level",
+            &[Const::scalar(ScalarType::I32, n as u64)][..],
+        );
+        if let Some((keep, cur)) =
+            crate::exec::run_fused(dev, &l, output, level, outs, (SPAN, COLS))?
+        {
+            let mut r = levels_from(dev, &c, None, cur, outs)?;
+            return Ok((keep, Some(r.remove(0))));
+        }
+    }
+    let mut outs = crate::exec::defer(dev, l, None)?;
+    let d = outs.remove(output);
+    let r = reduce_levels_on_device(dev, &c, None, &d)?.map(|mut s| s.remove(0));
+    Ok((outs, r))
 }
 
 /// On a device group (issue 27), the levels of a reduction that the members run on their

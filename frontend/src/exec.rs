@@ -207,38 +207,16 @@ pub(crate) fn run(dev: &Device, l: &Prepared) -> Result<Vec<Resident>> {
                 .map(|o| Resident::Host(HostBuffer::from_host_array(o)))
                 .collect())
         }
-        Kind::Cpu(cpu) => {
-            let hosts = l
-                .args
-                .iter()
-                .map(|a| match a {
-                    ArgVal::Array(d) => stored(d).host().map(Some),
-                    ArgVal::Uniform(_) => Ok(None),
-                })
-                .collect::<Result<smallvec::SmallVec<[_; 8]>>>()?;
-            let bargs: smallvec::SmallVec<[BufArg; 8]> = l
-                .args
-                .iter()
-                .zip(&hosts)
-                .map(|(a, h)| match (a, h) {
-                    (ArgVal::Array(d), Some(h)) => BufArg::Array {
-                        buf: h,
-                        offset: d.offset,
-                        shape: &d.shape,
-                    },
-                    (ArgVal::Uniform(c), _) => BufArg::Uniform(*c),
-                    (ArgVal::Array(_), None) => unreachable!("host copy made above"),
-                })
-                .collect();
+        Kind::Cpu(cpu) => with_host_args(l, |bargs| {
             let prog = cpu.prepare_shared(&l.module, l.name())?;
-            let mut launch = cpu.launch_buffers_prepared(&prog, &bargs, shape)?;
+            let mut launch = cpu.launch_buffers_prepared(&prog, bargs, shape)?;
             launch.run()?;
             Ok(launch
                 .into_outputs()
                 .into_iter()
                 .map(Resident::Host)
                 .collect())
-        }
+        }),
         Kind::Cuda(gpu) => {
             let bufs = l
                 .args
@@ -272,6 +250,82 @@ pub(crate) fn run(dev: &Device, l: &Prepared) -> Result<Vec<Resident>> {
                 .collect())
         }
     }
+}
+
+/// Calls `f` with launch `l`'s arguments as host buffers (arrays resolved and copied to
+/// the host where they are not there yet).
+fn with_host_args<R>(l: &Prepared, f: impl FnOnce(&[BufArg]) -> Result<R>) -> Result<R> {
+    let hosts = l
+        .args
+        .iter()
+        .map(|a| match a {
+            ArgVal::Array(d) => stored(d).host().map(Some),
+            ArgVal::Uniform(_) => Ok(None),
+        })
+        .collect::<Result<smallvec::SmallVec<[_; 8]>>>()?;
+    let bargs: smallvec::SmallVec<[BufArg; 8]> = l
+        .args
+        .iter()
+        .zip(&hosts)
+        .map(|(a, h)| match (a, h) {
+            (ArgVal::Array(d), Some(h)) => BufArg::Array {
+                buf: h,
+                offset: d.offset,
+                shape: &d.shape,
+            },
+            (ArgVal::Uniform(c), _) => BufArg::Uniform(*c),
+            (ArgVal::Array(_), None) => unreachable!("host copy made above"),
+        })
+        .collect();
+    f(&bargs)
+}
+
+/// Runs launch `l` on CPU device `dev` now, fused with program `level` of `m` (a reduction
+/// level: [`weft_runtime::BufferLaunch::run_fused`]) over `l`'s output `output`, which is not
+/// kept: the launch's other outputs, and `level`'s outputs over `level_shape`.
+/// `uniforms` are `level`'s parameters after the array it reads; every `span` elements of
+/// the output give `per_span` of `level`'s. `None` when `dev` is not a CPU device.
+pub(crate) fn run_fused(
+    dev: &Device,
+    l: &Prepared,
+    output: usize,
+    (m, level, uniforms): (&Arc<Module>, &str, &[Const]),
+    level_shape: usize,
+    spans: (usize, usize),
+) -> Result<Option<(Vec<ArrayData>, Vec<ArrayData>)>> {
+    let Kind::Cpu(cpu) = &*dev.0 else {
+        return Ok(None);
+    };
+    let n: usize = l.shape.iter().product();
+    let (outs, levels) = with_host_args(l, |bargs| {
+        let prog = cpu.prepare_shared(&l.module, l.name())?;
+        let lprog = cpu.prepare_shared(m, level)?;
+        let launch = cpu.launch_buffers_prepared(&prog, bargs, Some(&l.shape))?;
+        let flat = [n];
+        let mut largs = vec![BufArg::Array {
+            buf: &launch.outputs()[output],
+            offset: 0,
+            shape: &flat,
+        }];
+        largs.extend(uniforms.iter().map(|c| BufArg::Uniform(*c)));
+        let consumer = cpu.launch_buffers_prepared(&lprog, &largs, Some(&[level_shape]))?;
+        launch.run_fused(output, &consumer, 0, spans)?;
+        let levels = consumer.into_outputs();
+        Ok((launch.into_outputs(), levels))
+    })?;
+    let shape = crate::array::Dims::from_slice(&l.shape);
+    let keep = outs
+        .into_iter()
+        .enumerate()
+        .filter(|(k, _)| *k != output)
+        .map(|(_, h)| ArrayData::stored(Storage::from_resident(Resident::Host(h)), shape.clone()))
+        .collect();
+    let lshape = crate::array::Dims::from_slice(&[level_shape]);
+    let levels = levels
+        .into_iter()
+        .map(|h| ArrayData::stored(Storage::from_resident(Resident::Host(h)), lshape.clone()))
+        .collect();
+    Ok(Some((keep, levels)))
 }
 
 /// Runs a prepared launch now and returns its outputs as arrays of the launch shape.

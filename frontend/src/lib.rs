@@ -16,7 +16,7 @@ pub mod scalar;
 mod sequence;
 pub mod sort;
 
-pub use apply::{count, reduce, Arg, Args, Bundle, Outputs};
+pub use apply::{count, reduce, Arg, Args, Bundle, Outputs, Reduction};
 pub use array::{grid1, grid2, grid3, Array, Residency};
 pub use collective::{
     arg_max, arg_min, cumsum, cumsum_exclusive, maximum, maximum_array, minimum, minimum_array,
@@ -56,7 +56,7 @@ pub mod prelude {
         arg_max, arg_min, bincount, count, cumsum, cumsum_exclusive, grid1, grid2, grid3,
         histogram, maximum, maximum_array, minimum, minimum_array, product, reduce, scatter_add,
         scatter_max, scatter_min, sum, sum_array, Array, Arrays, Bundle, Device, Elem, Error,
-        Result, Scalar, Sequence,
+        Reduction, Result, Scalar, Sequence,
     };
 }
 

@@ -1430,6 +1430,106 @@ fn run_split(kernel: &HostCode, split: Option<&Split>, ctx: &Ctx, n: usize, abor
     }
 }
 
+/// Elements of a chunk of a fused launch ([`BufferLaunch::run_fused`]) at most: a chunk's
+/// consumed output (64 KiB of f32) stays in the core's L2 cache between the producer's
+/// kernel and the consumer's.
+const FUSE_CHUNK: usize = 1 << 14;
+
+/// Where a fused launch's consumed output goes ([`BufferLaunch::run_fused`]).
+struct Fusion {
+    /// The producer's first context word of the output's planes.
+    a_word: usize,
+    /// The consumer's first context word of the parameter's planes.
+    b_word: usize,
+    lanes: usize,
+    lane_bytes: usize,
+    span: usize,
+    per_span: usize,
+    /// The consumer's element count.
+    b_n: usize,
+}
+
+/// Runs producer `a` (its kernel, split and context) over `0..n` and consumer `b` over its
+/// elements chunk by chunk ([`BufferLaunch::run_fused`]): each chunk of whole spans runs
+/// `a`'s ranges inside it (the interior variant on interior ranges, as [`run_split`]) with
+/// the consumed output's planes pointed at a scratch buffer of the thread's, then `b`'s
+/// elements of those spans reading it. Chunks are shared out over the launch pool in
+/// pieces of consecutive chunks; those not yet started when `abort` is raised are skipped.
+fn run_fused_split(
+    (a, split, a_ctx): (&HostCode, Option<&Split>, &Ctx),
+    n: usize,
+    (b, b_ctx): (&HostCode, &Ctx),
+    f: &Fusion,
+    abort: &AbortFlag,
+) {
+    // SAFETY: as `run_split` for both kernels. For every chunk but the last, the consumed
+    // output's plane words point at `base − lo·lane_bytes`, so that the producer's stores
+    // to elements `lo..hi` (it stores only its range) and the consumer's reads of them
+    // (inside its spans' elements, by the contract of `run_fused`, all before the end of the
+    // output) land in the scratch planes of `chunk + span` elements each, 64-byte aligned as
+    // every plane is; the scratch outlives both calls. The last chunk uses the output's own
+    // planes, as `run_split` does.
+    let a_entry = unsafe { a.entry() };
+    let inner = split.map(|(code, _)| unsafe { code.entry() });
+    let b_entry = unsafe { b.entry() };
+    let whole = [(0..n, false)];
+    let segs = split.map_or(&whole[..], |(_, s)| &s.segs[..]);
+    let chunk = f.span * (FUSE_CHUNK / f.span).max(1);
+    let chunks = n.div_ceil(chunk);
+    let threads = rayon::current_num_threads().max(1);
+    let per_piece = if n <= SERIAL_LIMIT {
+        chunks.max(1)
+    } else {
+        (chunks / (threads * 8)).max(1)
+    };
+    let pieces = chunks.div_ceil(per_piece);
+    let plane_bytes = ((chunk + f.span) * f.lane_bytes).div_ceil(64) * 64;
+    let body = |p: usize| {
+        let mut scratch = vec![0u64; (f.lanes * plane_bytes + 64) / 8];
+        let base = (scratch.as_mut_ptr() as usize).div_ceil(64) * 64;
+        let (mut aw, mut bw) = (a_ctx.0.clone(), b_ctx.0.clone());
+        for c in p * per_piece..((p + 1) * per_piece).min(chunks) {
+            if abort.is_raised() {
+                return;
+            }
+            let (lo, hi) = (c * chunk, ((c + 1) * chunk).min(n));
+            for l in 0..f.lanes {
+                // The last chunk goes to the output's own planes: a consumer element with
+                // positions past the end may load element 0 (a masked lane's address),
+                // which only they hold.
+                let v = if hi == n {
+                    a_ctx.0[f.a_word + l]
+                } else {
+                    (base + l * plane_bytes).wrapping_sub(lo * f.lane_bytes) as u64
+                };
+                aw[f.a_word + l] = v;
+                bw[f.b_word + l] = v;
+            }
+            let first = segs.partition_point(|s| s.0.end <= lo);
+            for (r, inside) in segs[first..].iter().take_while(|s| s.0.start < hi) {
+                let e = match inner {
+                    Some(e) if *inside => e,
+                    _ => a_entry,
+                };
+                unsafe { e(aw.as_ptr(), r.start.max(lo) as i64, r.end.min(hi) as i64) }
+            }
+            let b_lo = lo / f.span * f.per_span;
+            let b_hi = if hi == n {
+                f.b_n
+            } else {
+                hi / f.span * f.per_span
+            };
+            unsafe { b_entry(bw.as_ptr(), b_lo as i64, b_hi as i64) }
+        }
+        drop(scratch);
+    };
+    if pieces <= 1 {
+        body(0);
+    } else {
+        crate::pool::run(pieces, &body);
+    }
+}
+
 /// An argument of a launch over [`HostBuffer`]s ([`CpuDevice::launch_buffers`]).
 #[derive(Clone, Debug)]
 pub enum BufArg<'a> {
@@ -1557,6 +1657,80 @@ impl BufferLaunch<'_> {
         let split = self.split.as_ref();
         watched(&mut self.ctx, w.word, &w.program, w.budget, |ctx, abort| {
             run_split(kernel, split, ctx, n, abort)
+        })
+    }
+
+    /// The output buffers as they are before a run: what a launch fused to this one reads
+    /// ([`BufferLaunch::run_fused`]).
+    pub fn outputs(&self) -> &[HostBuffer] {
+        &self.outs
+    }
+
+    /// Runs this launch with its output `output` consumed as it is made by `consumer`, a
+    /// launch whose array parameter `param` is that whole output (a 1-D view of its `n`
+    /// elements from 0, made over [`BufferLaunch::outputs`]) and whose elements
+    /// `[j·per_span, (j + 1)·per_span)` read only its elements `[j·span, (j + 1)·span)` —
+    /// the last group: up to the end of both — as a reduction level does (issue 22's fused
+    /// convergence check; frontend `collective`). The launch runs in chunks of whole spans;
+    /// each chunk's `output` goes to a per-thread scratch buffer that the consumer's
+    /// elements of that chunk read at once, while it is in cache. `output` itself is never
+    /// written (its contents are unspecified afterwards); every other output of both
+    /// launches holds what `run` of this launch, then of `consumer`, gives: each kernel runs
+    /// over the same elements with the same inputs.
+    ///
+    /// # Errors
+    /// No output `output` or parameter `param`; `span` or `per_span` zero, or `span`
+    /// elements of the output not a multiple of 64 bytes; a consumer with an interior/border
+    /// split; as [`Launch::run`].
+    pub fn run_fused(
+        &self,
+        output: usize,
+        consumer: &BufferLaunch<'_>,
+        param: usize,
+        (span, per_span): (usize, usize),
+    ) -> Result<(), RuntimeError> {
+        let w = &self.watch;
+        let bad = |message: String| RunError::Launch {
+            program: w.program.to_string(),
+            message: format!("fused launch: {message}"),
+        };
+        let o = self
+            .outs
+            .get(output)
+            .ok_or_else(|| bad(format!("no output {output}")))?;
+        let (lanes, lane_bytes) = (o.lanes(), o.lane_bytes());
+        let b_word = *consumer
+            .kernel
+            .layout()
+            .params
+            .get(param)
+            .ok_or_else(|| bad(format!("the consumer has no parameter {param}")))?;
+        if span == 0 || per_span == 0 || (span * lane_bytes) % 64 != 0 {
+            return Err(bad(format!(
+                "spans of {span} elements ({per_span} consumer elements) do not keep chunks \
+                 on 64-byte boundaries"
+            ))
+            .into());
+        }
+        if consumer.split.is_some() {
+            return Err(bad("the consumer has stencil reads".into()).into());
+        }
+        let f = Fusion {
+            a_word: self.kernel.layout().outputs[output],
+            b_word,
+            lanes,
+            lane_bytes,
+            span,
+            per_span,
+            b_n: consumer.n,
+        };
+        let mut a_ctx = Ctx(self.ctx.0.clone());
+        let mut b_ctx = Ctx(consumer.ctx.0.clone());
+        let (b_abort, split) = (consumer.watch.word, self.split.as_ref());
+        watched(&mut a_ctx, w.word, &w.program, w.budget, |a_ctx, abort| {
+            b_ctx.0[b_abort] = abort.addr();
+            let a = (&*self.kernel, split, a_ctx);
+            run_fused_split(a, self.n, (&consumer.kernel, &b_ctx), &f, abort)
         })
     }
 

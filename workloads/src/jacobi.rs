@@ -2,13 +2,15 @@
 //! `n × n` grid of f32 with the top edge held at 1 and the others at 0, swept with the
 //! 4-point stencil until the largest change of a sweep is below a tolerance
 //! (docs/workloads.md). The change is only needed on every 10th sweep: the other sweeps run
-//! the program specialised to its first output (`keep`, dead-code elimination).
+//! the program specialised to its first output (`keep`, dead-code elimination), and the
+//! checking sweep reduces it as it goes (`apply_reduce`: on the CPU the change is never
+//! stored whole).
 //!
 //! `cargo run --release -p weft-workloads --example jacobi [DEVICE] [N] [TOL] [MAX_SWEEPS]`
 
 use weft::dsl::{index, select, shape, InArray, Out, Program, Value1f};
 use weft::ir::Boundary;
-use weft::{maximum, maximum_array, Array, Device, Result, Sequence};
+use weft::{Array, Device, Reduction, Result, Sequence};
 
 /// Sweeps between two convergence checks.
 pub const CHECK: usize = 10;
@@ -71,9 +73,10 @@ pub fn jacobi_arrays(
         while sweeps < max_sweeps {
             sweeps += 1;
             if sweeps % CHECK == 0 {
-                let (next, d): (Array<2, f32>, Array<2, f32>) = full.apply_shape(&shape, &u)?;
+                let (next, d): (Array<2, f32>, Array<1, f32>) =
+                    full.apply_reduce_shape(&shape, "delta", Reduction::Max, &u)?;
                 u = next;
-                delta = maximum(&d)?;
+                delta = d.get(0)?.unwrap_or(f32::INFINITY);
                 if delta < tol {
                     break;
                 }
@@ -87,7 +90,7 @@ pub fn jacobi_arrays(
 }
 
 /// [`jacobi_arrays`] with one check period — [`CHECK`] − 1 sweeps of the specialised
-/// program, one full sweep and the largest change left on the device ([`maximum_array`]) —
+/// program, one full sweep and its largest change left on the device (`apply_reduce`) —
 /// recorded as a [`Sequence`] (issue 23) and replayed until the change is below `tol`: the
 /// same sweeps and bits, with one host read per period. Sweeps past the last whole period
 /// run one by one.
@@ -114,8 +117,7 @@ pub fn jacobi_recorded(
                 for _ in 1..CHECK {
                     u = fast.apply_shape(&shape, &u)?;
                 }
-                let (next, d): (Array<2, f32>, Array<2, f32>) = full.apply_shape(&shape, &u)?;
-                Ok((next, maximum_array(&d)?))
+                full.apply_reduce_shape(&shape, "delta", Reduction::Max, &u)
             };
             // The first period runs while it is recorded; its state is (grid, change).
             let inf = Array::from_vec([1], vec![f32::INFINITY])?;

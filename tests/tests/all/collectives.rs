@@ -658,3 +658,153 @@ fn sorts_are_stable_and_equal_rusts_on_every_device() {
     let e = sort(&Array::from_vec([2], vec![[1.0f32, 2.0], [0.0, 1.0]]).unwrap()).unwrap_err();
     assert!(e.to_string().contains("are sorted"), "{e}");
 }
+
+/// Bits of an f32 with every NaN made one NaN (payloads are unspecified across devices).
+fn canon_bits(x: f32) -> u32 {
+    if x.is_nan() {
+        0x7fc0_0000
+    } else {
+        x.to_bits()
+    }
+}
+
+#[test]
+fn apply_reduce_equals_the_apply_then_the_reduction_on_every_device() {
+    use weft::{maximum_array, minimum_array, product, sum_array, Reduction};
+    // A map with two outputs: `y` is kept, `d` reduced.
+    let map = Program::record_named("twice", || {
+        let x = In::<Value1f>::named("x");
+        Out::named("y", &x * 2.0f32 + 1.0f32);
+        Out::named("d", &x * &x - 0.5f32);
+    })
+    .unwrap();
+    let reductions = [
+        Reduction::Sum,
+        Reduction::Product,
+        Reduction::Min,
+        Reduction::Max,
+    ];
+    // The launch then the reduction, on the current device.
+    let unfused = |x: &Array<1, f32>, r: Reduction| -> (Vec<f32>, f32) {
+        let (y, d): (Array<1, f32>, Array<1, f32>) = map.apply(x).unwrap();
+        let v = match r {
+            Reduction::Sum => sum_array(&d).unwrap().to_vec().unwrap()[0],
+            Reduction::Product => product(&d).unwrap(),
+            Reduction::Min => minimum_array(&d).unwrap().to_vec().unwrap()[0],
+            Reduction::Max => maximum_array(&d).unwrap().to_vec().unwrap()[0],
+        };
+        (y.to_vec().unwrap(), v)
+    };
+    let lens = [1usize, 2, 1023, 1024, 1025, 2049, 16_384, 32_775, 100_003];
+    let mut reference: Vec<(usize, Reduction, Vec<f32>, f32)> = Vec::new();
+    for dev in devices() {
+        dev.scope(|| {
+            for &n in &lens {
+                // Values near 1 (so products stay finite), a NaN in the longest.
+                let mut xs: Vec<f32> = (0..n)
+                    .map(|i| 1.0 + ((i * 7919) % 1000) as f32 * 1e-6)
+                    .collect();
+                if n == 100_003 {
+                    xs[77_777] = f32::NAN;
+                }
+                let x = Array::from_vec([n], xs).unwrap();
+                for r in reductions {
+                    let (y, d): (Array<1, f32>, Array<1, f32>) =
+                        map.apply_reduce("d", r, &x).unwrap();
+                    let (y, d) = (y.to_vec().unwrap(), d.to_vec().unwrap());
+                    let (uy, ud) = unfused(&x, r);
+                    let what = format!("{dev}, {n} elements, {r:?}");
+                    assert_eq!(d.len(), 1, "{what}");
+                    assert_eq!(d[0].to_bits(), ud.to_bits(), "{what}: reduction");
+                    let differ = y
+                        .iter()
+                        .zip(&uy)
+                        .position(|(a, b)| a.to_bits() != b.to_bits());
+                    assert_eq!(differ, None, "{what}: kept output");
+                    match reference.iter().find(|e| e.0 == n && e.1 == r) {
+                        Some((_, _, ry, rd)) => {
+                            assert_eq!(canon_bits(d[0]), canon_bits(*rd), "{what}: vs interp");
+                            let differ = y
+                                .iter()
+                                .zip(ry)
+                                .position(|(a, b)| canon_bits(*a) != canon_bits(*b));
+                            assert_eq!(differ, None, "{what}: kept output vs interp");
+                        }
+                        None => reference.push((n, r, y, d[0])),
+                    }
+                }
+            }
+            // Empty launches: the identities, or an error for min and max.
+            let e = Array::<1, f32>::from_vec([0], vec![]).unwrap();
+            let (_, s): (Array<1, f32>, Array<1, f32>) =
+                map.apply_reduce("d", Reduction::Sum, &e).unwrap();
+            assert_eq!(s.to_vec().unwrap(), vec![0.0]);
+            let (_, p): (Array<1, f32>, Array<1, f32>) =
+                map.apply_reduce("d", Reduction::Product, &e).unwrap();
+            assert_eq!(p.to_vec().unwrap(), vec![1.0]);
+            let err = map
+                .apply_reduce::<Array<1, f32>, f32>("d", Reduction::Max, &e)
+                .expect_err("max of nothing");
+            assert!(err.to_string().contains("empty launch"), "{err}");
+        });
+    }
+    // Errors name what is wrong.
+    let x = Array::from_vec([4], vec![1.0f32; 4]).unwrap();
+    let err = map
+        .apply_reduce::<Array<1, f32>, f32>("nope", Reduction::Sum, &x)
+        .expect_err("no such output");
+    assert!(err.to_string().contains("no output `nope`"), "{err}");
+    assert!(err.to_string().contains("y, d"), "{err}");
+    let err = map
+        .apply_reduce::<Array<1, f32>, i32>("d", Reduction::Sum, &x)
+        .expect_err("wrong type");
+    assert!(err.to_string().contains("elements of type f32"), "{err}");
+}
+
+#[test]
+fn apply_reduce_of_a_stencil_equals_the_apply_then_the_reduction() {
+    use weft::{maximum_array, sum_array, Reduction};
+    let sweep = weft_workloads::jacobi::sweep().unwrap();
+    // Shapes smaller than the stencil, rows not a multiple of any block, a large one.
+    let shapes = [
+        [1usize, 1],
+        [3, 5],
+        [2, 700],
+        [64, 64],
+        [100, 130],
+        [257, 300],
+        [512, 512],
+    ];
+    for dev in devices() {
+        dev.scope(|| {
+            for s in shapes {
+                let n = s[0] * s[1];
+                let u: Vec<f32> = (0..n).map(|i| ((i * 31) % 97) as f32 * 0.01).collect();
+                let u = Array::from_vec(s, u).unwrap();
+                let (next, d): (Array<2, f32>, Array<2, f32>) = sweep.apply_shape(&s, &u).unwrap();
+                let want_max = maximum_array(&d).unwrap().to_vec().unwrap();
+                let want_sum = sum_array(&d).unwrap().to_vec().unwrap();
+                let want = next.to_vec().unwrap();
+                let (got, m): (Array<2, f32>, Array<1, f32>) = sweep
+                    .apply_reduce_shape(&s, "delta", Reduction::Max, &u)
+                    .unwrap();
+                let (_, t): (Array<2, f32>, Array<1, f32>) = sweep
+                    .apply_reduce_shape(&s, "delta", Reduction::Sum, &u)
+                    .unwrap();
+                let what = format!("{dev}, {s:?}");
+                let got = got.to_vec().unwrap();
+                let differ = got
+                    .iter()
+                    .zip(&want)
+                    .position(|(a, b)| a.to_bits() != b.to_bits());
+                assert_eq!(differ, None, "{what}: grid");
+                assert_eq!(m.to_vec().unwrap(), want_max, "{what}: max");
+                assert_eq!(
+                    t.to_vec().unwrap()[0].to_bits(),
+                    want_sum[0].to_bits(),
+                    "{what}: sum"
+                );
+            }
+        });
+    }
+}
