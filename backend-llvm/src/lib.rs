@@ -55,6 +55,27 @@ pub struct Options {
     /// How much work LLVM puts into the program: by default chosen from its size, so that
     /// very large programs compile in near-linear time ([`Effort`]).
     pub effort: Effort,
+    /// A host map kernel with one output reduced in the kernel instead of stored (a fused
+    /// map-reduce: [`HostReduce`]). `None` for every other kernel.
+    pub reduce: Option<HostReduce>,
+}
+
+/// A host map kernel's output folded inside the kernel instead of stored (issue 22's fused
+/// convergence check; the runtime's `CpuDevice::prepare_reduced`): a call over elements
+/// `begin .. end` folds the output's elements into [`HOST_WIDTH`] vector lanes and one
+/// scalar, each starting at `identity` and combined with `op` in whatever order the call's
+/// blocks come, and stores those `HOST_WIDTH + 1` partial states at elements
+/// `begin ..= begin + HOST_WIDTH` of the output's planes (docs/abi.md, "Reduced outputs").
+/// Only for combiners whose result does not depend on the grouping or order (`min`, `max`,
+/// integer `add`, `mul`, `and`, `or`, `xor`): the caller's to ensure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct HostReduce {
+    /// The output's position.
+    pub output: usize,
+    /// The combining op (binary, on the output's element type).
+    pub op: weft_ir::Opcode,
+    /// The identity's lane bits in the output's scalar type.
+    pub identity: u64,
 }
 
 /// How much optimisation LLVM does (docs/abi.md, "Compile time of large programs"). Every
@@ -309,7 +330,15 @@ fn build<'c>(
             .to_string_lossy(),
         tm.get_triple().as_str().to_string_lossy()
     );
-    let lowered = lower::lower(&m, name, flavor, opts.fast_math, &header, sym, block)?;
+    let lowered = lower::lower(
+        &m,
+        name,
+        flavor,
+        (opts.fast_math, opts.reduce),
+        &header,
+        sym,
+        block,
+    )?;
     if std::env::var_os("WEFT_DUMP_LLVM").is_some() {
         eprintln!("{}", lowered.text);
     }

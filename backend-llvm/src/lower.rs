@@ -222,6 +222,22 @@ pub(crate) struct Lower<'m> {
     /// Host code of a program with loops: the launch's abort flag (a `ptr`), which every
     /// loop back-edge checks (docs/abi.md, "The launch watchdog").
     abort: Option<String>,
+    /// A host map kernel's output folded into accumulators instead of stored
+    /// ([`crate::HostReduce`]).
+    reduce: Option<ReduceAcc>,
+}
+
+/// The accumulators of a reduced output ([`crate::HostReduce`]): per plane, a
+/// `<HOST_WIDTH x T>` slot that SIMD blocks fold into and a `T` slot for elements run one
+/// at a time (`alloca`s of the entry block, promoted to registers by LLVM).
+struct ReduceAcc {
+    output: usize,
+    op: Opcode,
+    identity: u64,
+    /// f32/f64 `min`/`max`: the slots hold integer keys ([`FloatKey`]).
+    key: Option<FloatKey>,
+    vector: Vec<String>,
+    scalar: Vec<String>,
 }
 
 /// A varying 32- or 64-bit integer vector of a host block known to hold `first + stride·l`
@@ -2744,7 +2760,7 @@ pub(crate) fn lower(
     m: &Module,
     name: &str,
     flavor: Flavor,
-    fast: bool,
+    (fast, reduce): (bool, Option<crate::HostReduce>),
     header: &str,
     sym: &str,
     block: [u32; 3],
@@ -2786,7 +2802,11 @@ pub(crate) fn lower(
         row_loop: false,
         group: None,
         abort: None,
+        reduce: None,
     };
+    if reduce.is_some() && (flavor != Flavor::Host || is_kernel) {
+        return l.err("a reduced output is only lowered in host map kernels");
+    }
     if flavor == Flavor::Host && weft_ir::abi::has_loop(m, p) {
         l.abort = Some(l.word_ptr(layout.abort));
     }
@@ -2870,6 +2890,10 @@ pub(crate) fn lower(
     if flavor == Flavor::Ptx {
         return ptx_map_kernel(l, f, &varying, &out_planes, header, sym, layout, fast);
     }
+    let exit_code = match reduce {
+        Some(r) => reduce_accumulators(&mut l, p, r, &out_planes)?,
+        None => String::new(),
+    };
     let w = l.w();
     // A host program with offset reads runs whole blocks inside a row in a loop along the
     // row (`row_mode`, below) and everything else one element at a time in `gen`, which
@@ -3091,7 +3115,11 @@ pub(crate) fn lower(
     }
     let _ = write!(text, "head:\n  %base = phi i64 [ %begin, %entry ], [ %next, %{from_latch} ]{row_in}\n{head_phis}  %more = icmp slt i64 %base, %end\n  br i1 %more, label %body, label %exit\n");
     text.push_str(&l.body);
-    let _ = writeln!(text, "{latch}exit:\n  ret void\n{}}}", abort_block(&l));
+    let _ = writeln!(
+        text,
+        "{latch}exit:\n{exit_code}  ret void\n{}}}",
+        abort_block(&l)
+    );
     let _ = writeln!(text, "attributes #0 = {{ nounwind{fattrs} }}");
     finish_text(&mut l, &mut text);
     Ok(Lowered { text, layout })
@@ -3237,7 +3265,12 @@ fn block_body(
     }
     let outs = l.region(f, p.body, &[], mask.as_deref())?;
     let mut stores = Vec::new();
-    for ((s, planes), v) in out_planes.iter().zip(&outs) {
+    for (k, ((s, planes), v)) in out_planes.iter().zip(&outs).enumerate() {
+        if l.reduce.as_ref().is_some_and(|r| r.output == k) {
+            let live = if l.row_loop { None } else { mask.as_deref() };
+            fold_into_accumulators(l, *s, v, planes.len(), live)?;
+            continue;
+        }
         for (j, pl) in planes.iter().enumerate() {
             let x = lane_of(v, j);
             let x = l.lane_as(*s, &x, l.scalar);
@@ -3268,6 +3301,221 @@ fn block_body(
                 l.store_elems(*s, pl, x);
             }
         }
+    }
+    Ok(())
+}
+
+/// Declares the accumulators of reduced output `r` of `p` ([`ReduceAcc`], each holding the
+/// identity) and returns the exit block's code that stores them: the vector slots at
+/// elements `%begin …` and the scalar one at `%begin + HOST_WIDTH` of the output's planes
+/// (`out_planes`), in the storage form of its type.
+fn reduce_accumulators(
+    l: &mut Lower,
+    p: &Program,
+    r: crate::HostReduce,
+    out_planes: &[(ScalarType, Vec<String>)],
+) -> Result<String, LowerError> {
+    let Some((s, planes)) = out_planes.get(r.output) else {
+        return l.err(format!("no output {} to reduce", r.output));
+    };
+    let (s, planes) = (*s, planes.clone());
+    if p.outputs[r.output].ty.lanes().is_none() {
+        return l.err("a reduced output must be a scalar or a tuple");
+    }
+    let key = float_key(s, r.op);
+    // The slots' type: the element's, or for keyed floats the integer keys.
+    let (at, id) = match key {
+        Some(k) => (k.int, k.of(r.identity)),
+        None => (s, r.identity),
+    };
+    let (st, w) = (lty(at), HOST_WIDTH);
+    let vt = format!("<{w} x {st}>");
+    let idl = literal(at, id);
+    let (mut vector, mut scalar) = (Vec::new(), Vec::new());
+    for _ in &planes {
+        let a = l.alloca(&vt);
+        let _ = writeln!(l.prelude, "  store {vt} splat ({st} {idl}), ptr {a}");
+        let b = l.alloca(st);
+        let _ = writeln!(l.prelude, "  store {st} {idl}, ptr {b}");
+        vector.push(a);
+        scalar.push(b);
+    }
+    // The exit code, lowered in a body of its own (with SIMD width for the vector slots).
+    let saved = (std::mem::take(&mut l.body), l.scalar);
+    let (sty, bytes) = (storage_ty(s), storage_bytes(s));
+    for (j, pl) in planes.iter().enumerate() {
+        for (u, slot) in [(false, &vector[j]), (true, &scalar[j])] {
+            l.scalar = u;
+            let ty = l.ty(at, u);
+            let v = l.def(format!("load {ty}, ptr {slot}"));
+            let v = match key {
+                Some(k) => k.back(l, &v, u),
+                None => v,
+            };
+            let v = l.store_conv(s, &v, u);
+            let at_elem = if u {
+                l.def(format!("add i64 %begin, {w}"))
+            } else {
+                "%begin".to_string()
+            };
+            let a = l.def(format!("getelementptr {sty}, ptr {pl}, i64 {at_elem}"));
+            let vty = if u {
+                sty.to_string()
+            } else {
+                format!("<{w} x {sty}>")
+            };
+            l.line(format!("store {vty} {v}, ptr {a}, align {bytes}"));
+        }
+    }
+    let code = std::mem::replace(&mut l.body, saved.0);
+    l.scalar = saved.1;
+    l.reduce = Some(ReduceAcc {
+        output: r.output,
+        op: r.op,
+        identity: r.identity,
+        key,
+        vector,
+        scalar,
+    });
+    Ok(code)
+}
+
+/// f32/f64 `min`/`max` accumulated as integer keys: the float's bits with every bit but the
+/// sign flipped when negative, which order as signed integers as the floats do (−0 below
+/// +0), and NaN as the extreme key, so the loop-carried combine is one integer `smin`/`smax`
+/// (a one-cycle chain, where `llvm.maximum` is a nine-cycle one on x86). A NaN result comes
+/// back as the canonical quiet NaN (NaN payloads are unspecified, docs/semantics.md).
+#[derive(Clone, Copy)]
+struct FloatKey {
+    /// The float type and its same-width integer type.
+    float: ScalarType,
+    int: ScalarType,
+    max: bool,
+}
+
+fn float_key(s: ScalarType, op: Opcode) -> Option<FloatKey> {
+    let int = match s {
+        ScalarType::F32 => ScalarType::I32,
+        ScalarType::F64 => ScalarType::I64,
+        _ => return None,
+    };
+    let max = match op {
+        Opcode::Max => true,
+        Opcode::Min => false,
+        _ => return None,
+    };
+    Some(FloatKey { float: s, int, max })
+}
+
+impl FloatKey {
+    fn bits(&self) -> u32 {
+        self.float.bits()
+    }
+
+    /// Key of the float with lane bits `b` (a constant).
+    fn of(&self, b: u64) -> u64 {
+        let n = self.bits();
+        let mask = u64::MAX >> (64 - n);
+        let neg = (b >> (n - 1)) & 1 == 1;
+        (if neg { b ^ (mask >> 1) } else { b }) & mask
+    }
+
+    /// The key a NaN folds as: above (max) or below (min) every number's.
+    fn nan(&self) -> u64 {
+        let n = self.bits();
+        if self.max {
+            (1u64 << (n - 1)) - 1
+        } else {
+            1u64 << (n - 1)
+        }
+    }
+
+    /// Emits the key of float value `x` (`u`: scalar, else a host vector).
+    fn key(&self, l: &mut Lower, x: &str, u: bool) -> String {
+        let (ft, it) = (l.ty(self.float, u), l.ty(self.int, u));
+        let sh = l.konst(self.int, u64::from(self.bits() - 1), u);
+        let one = l.konst(self.int, 1, u);
+        let b = l.def(format!("bitcast {ft} {x} to {it}"));
+        let sign = l.def(format!("ashr {it} {b}, {sh}"));
+        let flip = l.def(format!("lshr {it} {sign}, {one}"));
+        let k = l.def(format!("xor {it} {b}, {flip}"));
+        let nan = l.def(format!("fcmp uno {ft} {x}, {x}"));
+        let nk = l.konst(self.int, self.nan(), u);
+        let bt = l.ty(ScalarType::Bool, u);
+        l.def(format!("select {bt} {nan}, {it} {nk}, {it} {k}"))
+    }
+
+    /// Emits the float of key `k`: the canonical quiet NaN for a NaN's key.
+    fn back(&self, l: &mut Lower, k: &str, u: bool) -> String {
+        let (ft, it) = (l.ty(self.float, u), l.ty(self.int, u));
+        let sh = l.konst(self.int, u64::from(self.bits() - 1), u);
+        let one = l.konst(self.int, 1, u);
+        let sign = l.def(format!("ashr {it} {k}, {sh}"));
+        let flip = l.def(format!("lshr {it} {sign}, {one}"));
+        let b = l.def(format!("xor {it} {k}, {flip}"));
+        // Keys past ±∞'s are NaNs'.
+        let inf: u64 = if self.bits() == 32 {
+            0x7f80_0000
+        } else {
+            0x7ff0 << 48
+        };
+        let (cc, edge) = if self.max {
+            ("sgt", self.of(inf))
+        } else {
+            ("slt", self.of(inf | 1u64 << (self.bits() - 1)))
+        };
+        let edge = l.konst(self.int, edge, u);
+        let nan = l.def(format!("icmp {cc} {it} {k}, {edge}"));
+        let q: u64 = if self.bits() == 32 {
+            0x7fc0_0000
+        } else {
+            0x7ff8 << 48
+        };
+        let q = l.konst(self.int, q, u);
+        let bt = l.ty(ScalarType::Bool, u);
+        let r = l.def(format!("select {bt} {nan}, {it} {q}, {it} {b}"));
+        l.def(format!("bitcast {it} {r} to {ft}"))
+    }
+}
+
+/// Folds value `v` of a reduced output (`lanes` planes of `s`) into its accumulators: the
+/// scalar slots for an element run alone, else the vector slots, lanes outside `live` (a
+/// partial block's mask) folding the identity instead.
+fn fold_into_accumulators(
+    l: &mut Lower,
+    s: ScalarType,
+    v: &LV,
+    lanes: usize,
+    live: Option<&str>,
+) -> Result<(), LowerError> {
+    let Some(r) = l.reduce.as_ref() else {
+        return Ok(());
+    };
+    let (op, identity, key) = (r.op, r.identity, r.key);
+    let u = l.scalar;
+    let slots = if u {
+        r.scalar.clone()
+    } else {
+        r.vector.clone()
+    };
+    let at = key.map_or(s, |k| k.int);
+    let ty = l.ty(at, u);
+    for (j, slot) in slots.iter().enumerate().take(lanes) {
+        let x = lane_of(v, j);
+        let mut x = l.lane_as(s, &x, u);
+        let mut id = identity;
+        if let Some(k) = key {
+            x = k.key(l, &x, u);
+            id = k.of(identity);
+        }
+        if let (Some(m), false) = (live, u) {
+            let id = l.konst(at, id, false);
+            x = l.def(format!("select <{} x i1> {m}, {ty} {x}, {ty} {id}", l.w()));
+        }
+        let acc = l.def(format!("load {ty}, ptr {slot}"));
+        let both = [Lane { v: acc, u }, Lane { v: x, u }];
+        let r = l.lanewise(op, at, at, &both, u)?;
+        l.line(format!("store {ty} {}, ptr {slot}", r.v));
     }
     Ok(())
 }

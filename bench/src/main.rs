@@ -66,7 +66,7 @@ fn time_median(reps: usize, mut f: impl FnMut()) -> f64 {
     )
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
 }

@@ -1412,8 +1412,12 @@ fn levels_from(
 /// reduction as a one-element array where `dev` computed it (`None`: no elements). On a CPU
 /// device the first level runs fused into the launch
 /// ([`weft_runtime::BufferLaunch::run_fused`]: each chunk's output is folded while it is in
-/// cache, and never stored whole); elsewhere, and while a sequence is recorded, the launch
-/// then the reduction. Both compute the same levels over the same elements: the same bits.
+/// cache, and never stored whole) — or, for a combiner whose result does not depend on the
+/// order (`Combiner::any_order`) on a device compiling with LLVM, the whole reduction of
+/// each kernel call's elements is folded in registers, and the calls' partial states are
+/// reduced after (recorded as such in a sequence); elsewhere, and while a sequence is
+/// recorded but for that case, the launch then the reduction. Each computes the same levels over the same elements, or (any order) the same
+/// result: the same bits.
 pub(crate) fn apply_reduced(
     dev: &Device,
     l: crate::exec::Prepared,
@@ -1431,7 +1435,26 @@ pub(crate) fn apply_reduced(
     }
     let c = builtin_combiner(op, elem)?;
     let n: usize = l.shape.iter().product();
-    if n > SMALL && n <= MAX_ELEMENTS && !gpu_plan(dev) && !crate::sequence::recording() {
+    let recording = crate::sequence::recording();
+    if c.any_order && n > 0 && n <= MAX_ELEMENTS {
+        // Folded in registers inside the kernels: any order gives the same bits.
+        let r = weft_backend_llvm::HostReduce {
+            output,
+            op,
+            identity: identity(op, elem.elem_scalar()),
+        };
+        if let Some((keep, partials)) = crate::exec::run_reduced(dev, &l, r)? {
+            if recording {
+                let mut outs = keep.clone();
+                outs.insert(output, partials.clone());
+                crate::sequence::note_reduced_launch(dev, &l, &outs, r);
+            }
+            let mut r = reduce_levels_on_device(dev, &c, None, &partials)?
+                .ok_or_else(|| Error::argument("internal: no partial states"))?;
+            return Ok((keep, Some(r.remove(0))));
+        }
+    }
+    if n > SMALL && n <= MAX_ELEMENTS && !gpu_plan(dev) && !recording {
         let elems = [elem];
         let m = cached(&c, None, Kind::Level, &elems, || {
             level_program(&c, None, &elems)

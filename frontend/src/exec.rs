@@ -280,6 +280,39 @@ fn with_host_args<R>(l: &Prepared, f: impl FnOnce(&[BufArg]) -> Result<R>) -> Re
     f(&bargs)
 }
 
+/// Runs launch `l` on CPU device `dev` now with its output `output` reduced inside the
+/// kernels (`r`: [`weft_runtime::CpuDevice::prepare_reduced`]): the launch's other outputs,
+/// and the kernel calls' partial states as a 1-D array of the output's type, which
+/// combined with `r.op` in any order give the reduction. `None` when `dev` is not a CPU
+/// device compiling with LLVM alone.
+pub(crate) fn run_reduced(
+    dev: &Device,
+    l: &Prepared,
+    r: weft_backend_llvm::HostReduce,
+) -> Result<Option<(Vec<ArrayData>, ArrayData)>> {
+    let Kind::Cpu(cpu) = &*dev.0 else {
+        return Ok(None);
+    };
+    let Some(prog) = cpu.prepare_reduced(&l.module, l.name(), r)? else {
+        return Ok(None);
+    };
+    let (outs, partials) = with_host_args(l, |bargs| {
+        let launch = cpu.launch_buffers_prepared(&prog, bargs, Some(&l.shape))?;
+        let partials = launch.run_reduced(r.output)?;
+        Ok((launch.into_outputs(), partials))
+    })?;
+    let shape = crate::array::Dims::from_slice(&l.shape);
+    let keep = outs
+        .into_iter()
+        .enumerate()
+        .filter(|(k, _)| *k != r.output)
+        .map(|(_, h)| ArrayData::stored(Storage::from_resident(Resident::Host(h)), shape.clone()))
+        .collect();
+    let pshape = crate::array::Dims::from_slice(&[partials.len()]);
+    let partials = ArrayData::stored(Storage::from_resident(Resident::Host(partials)), pshape);
+    Ok(Some((keep, partials)))
+}
+
 /// Runs launch `l` on CPU device `dev` now, fused with program `level` of `m` (a reduction
 /// level: [`weft_runtime::BufferLaunch::run_fused`]) over `l`'s output `output`, which is not
 /// kept: the launch's other outputs, and `level`'s outputs over `level_shape`.

@@ -67,6 +67,9 @@ struct Step {
     bound: OnceLock<CpuBound>,
     /// On a GPU, the launch bound at the first replay (`None`: not bindable).
     cuda_bound: OnceLock<Option<CudaBound>>,
+    /// A launch with one output reduced inside its kernels (`Program::apply_reduce` on a
+    /// CPU device compiling with LLVM): that output's result is the partial states.
+    reduce: Option<weft_backend_llvm::HostReduce>,
 }
 
 /// A step's launch bound on a GPU ([`weft_runtime::CudaDevice::bind`]), with the device
@@ -171,6 +174,27 @@ pub(crate) fn check_not_recording(what: impl FnOnce() -> String) -> Result<()> {
 
 /// Notes a launch of `l` on `dev` whose outputs are `outs`, when this thread is recording.
 pub(crate) fn note_launch(dev: &Device, l: &Prepared, outs: &[ArrayData]) {
+    note(dev, l, outs, None);
+}
+
+/// Notes a launch of `l` on `dev` with output `r.output` reduced inside its kernels
+/// ([`crate::exec::run_reduced`]), when this thread is recording: `outs` are its outputs
+/// with the partial states in that output's place.
+pub(crate) fn note_reduced_launch(
+    dev: &Device,
+    l: &Prepared,
+    outs: &[ArrayData],
+    r: weft_backend_llvm::HostReduce,
+) {
+    note(dev, l, outs, Some(r));
+}
+
+fn note(
+    dev: &Device,
+    l: &Prepared,
+    outs: &[ArrayData],
+    reduce: Option<weft_backend_llvm::HostReduce>,
+) {
     if !recording() {
         return;
     }
@@ -202,6 +226,7 @@ pub(crate) fn note_launch(dev: &Device, l: &Prepared, outs: &[ArrayData]) {
             shape: l.shape.clone(),
             bound: OnceLock::new(),
             cuda_bound: OnceLock::new(),
+            reduce,
         });
     });
 }
@@ -431,9 +456,17 @@ impl<I: Arrays, O: Arrays> Sequence<I, O> {
                 args,
                 shape: step.shape.clone(),
             };
-            let outs = run(&step.dev, &l).map_err(|e| {
-                Error::argument(format!("replayed launch of @{} failed: {e}", l.name()))
-            })?;
+            let failed =
+                |e: Error| Error::argument(format!("replayed launch of @{} failed: {e}", l.name()));
+            if let Some(r) = step.reduce {
+                let (mut keep, partials) = crate::exec::run_reduced(&step.dev, &l, r)
+                    .and_then(|o| o.ok_or_else(|| Error::argument("not a CPU device")))
+                    .map_err(failed)?;
+                keep.insert(r.output, partials);
+                results.push(keep.iter().map(|d| input_storage(d).clone()).collect());
+                continue;
+            }
+            let outs = run(&step.dev, &l).map_err(failed)?;
             results.push(outs.into_iter().map(Storage::from_resident).collect());
         }
         Ok(self.outputs_from(&ins, |st, k| results[st][k].clone()))
@@ -482,12 +515,22 @@ impl<I, O> Sequence<I, O> {
                     |buf, offset, _| Some((buf, offset)),
                     |_| None,
                 );
-                cpu.run_bound(&bound.launch, &bufs).map_err(|e| {
+                let failed = |e: weft_runtime::RuntimeError| {
                     Error::argument(format!(
                         "replayed launch of @{} failed: {e}",
                         step.module.programs[step.program].name
                     ))
-                })?
+                };
+                match step.reduce {
+                    Some(r) => {
+                        let (mut outs, partials) = cpu
+                            .run_bound_reduced(&bound.launch, &bufs, r.output)
+                            .map_err(failed)?;
+                        outs[r.output] = partials;
+                        outs
+                    }
+                    None => cpu.run_bound(&bound.launch, &bufs).map_err(failed)?,
+                }
             };
             results.push(outs.into_iter().map(|b| Some(Arc::new(b))).collect());
             for &(st, k) in &self.release[si] {
@@ -710,7 +753,12 @@ fn bind<'a>(
         BufArg::Uniform,
     );
     let name = &step.module.programs[step.program].name;
-    let prog = cpu.prepare_shared(&step.module, name)?;
+    let prog = match step.reduce {
+        Some(r) => cpu
+            .prepare_reduced(&step.module, name, r)?
+            .ok_or_else(|| Error::argument(format!("@{name}: reduced on another device")))?,
+        None => cpu.prepare_shared(&step.module, name)?,
+    };
     let launch = cpu.bind(&prog, &bargs, Some(&step.shape))?;
     drop(bargs);
     Ok(CpuBound { launch, fixed })

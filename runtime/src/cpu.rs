@@ -568,6 +568,56 @@ impl CpuDevice {
         self.shared.get_or(m, name, || self.prepare(m, name))
     }
 
+    /// Program `name` of `m` compiled with its output `r.output` reduced inside its kernels
+    /// ([`weft_backend_llvm::HostReduce`]: each call stores partial states, not the
+    /// output), for [`BufferLaunch::run_reduced`]; kept with the programs of
+    /// [`CpuDevice::prepare`]. `None` when this device does not compile
+    /// with LLVM alone: Cranelift, and so the tiered JIT, has no such lowering.
+    ///
+    /// # Errors
+    /// As [`CpuDevice::prepare`]; an output that cannot be reduced (named in the error).
+    pub fn prepare_reduced(
+        &self,
+        m: &Arc<Module>,
+        name: &str,
+        r: weft_backend_llvm::HostReduce,
+    ) -> Result<Option<Arc<CpuProgram>>, RuntimeError> {
+        let HostCompiler::Llvm(o) = self.compiler else {
+            return Ok(None);
+        };
+        let o = weft_backend_llvm::Options {
+            reduce: Some(r),
+            ..o
+        };
+        let tag = format!("{name}#reduce{}:{:?}:{:x}", r.output, r.op, r.identity);
+        let key = (weft_ir::launch::fingerprint(m), tag.clone());
+        if let Some(p) = self.lock_programs().get(&key) {
+            return Ok(Some(p));
+        }
+        let p = {
+            let prepared = Prepared::new(m, name)?;
+            let km = prepared.kernel_module();
+            let compile = |km: &Module, key: String| {
+                self.cache_entry(km, key, || {
+                    Ok(HostCode::Llvm(llvm_host(km, name, None, o)?))
+                })
+            };
+            let code = compile(km, tag.clone())?;
+            let interior = match interior_module(km, name) {
+                None => None,
+                Some((im, fp)) => Some((compile(&im, format!("{tag}#interior"))?, fp)),
+            };
+            Arc::new(CpuProgram {
+                prepared,
+                code,
+                interior,
+                last_split: Mutex::new(None),
+                tier: OnceLock::new(),
+            })
+        };
+        Ok(Some(self.lock_programs().get_or_insert(key, p)))
+    }
+
     /// Whether [`CpuDevice::prepare_shared`] has program `name` of `m` already.
     pub fn is_prepared_shared(&self, m: &Arc<Module>, name: &str) -> bool {
         self.shared.contains(m, name)
@@ -1150,6 +1200,56 @@ impl CpuDevice {
         b: &BoundLaunch,
         bufs: &[Option<(&HostBuffer, usize)>],
     ) -> Result<Vec<HostBuffer>, RuntimeError> {
+        let (cur, mut ctx, mut outs, split) = self.bound_words(b, bufs)?;
+        let (code, n) = (&cur.code, b.plan.n);
+        watched(
+            &mut ctx,
+            code.layout().abort,
+            cur.prepared.name(),
+            self.timeout(),
+            |ctx, abort| run_split(code, split.as_ref(), ctx, n, abort),
+        )?;
+        for o in &mut outs {
+            o.zero_padding();
+        }
+        Ok(outs)
+    }
+
+    /// [`CpuDevice::run_bound`] of a launch of a program from
+    /// [`CpuDevice::prepare_reduced`], as [`BufferLaunch::run_reduced`]: the output
+    /// buffers (output `output`'s unwritten) and the partial states.
+    ///
+    /// # Errors
+    /// As [`CpuDevice::run_bound`] and [`BufferLaunch::run_reduced`].
+    pub fn run_bound_reduced(
+        &self,
+        b: &BoundLaunch,
+        bufs: &[Option<(&HostBuffer, usize)>],
+        output: usize,
+    ) -> Result<(Vec<HostBuffer>, HostBuffer), RuntimeError> {
+        let (cur, mut ctx, mut outs, split) = self.bound_words(b, bufs)?;
+        let name = cur.prepared.name_shared().clone();
+        let budget = Budget {
+            word: cur.code.layout().abort,
+            program: name,
+            budget: self.timeout(),
+        };
+        let k = (&*cur.code, split.as_ref(), b.plan.n);
+        let partials = run_reduced_split(k, &mut ctx, &budget, &outs, output)?;
+        for o in &mut outs {
+            o.zero_padding();
+        }
+        Ok((outs, partials))
+    }
+
+    /// What a run of bound launch `b` over `bufs` needs: the program's current code, the
+    /// context words with every address placed, fresh output buffers, and the split.
+    #[allow(clippy::type_complexity)]
+    fn bound_words<'b>(
+        &self,
+        b: &'b BoundLaunch,
+        bufs: &[Option<(&HostBuffer, usize)>],
+    ) -> Result<(&'b CpuProgram, Ctx, Vec<HostBuffer>, Option<Split>), RuntimeError> {
         let cur = b.prog.current();
         let p = cur.prepared.program();
         let mut words = b.words.clone();
@@ -1196,19 +1296,7 @@ impl CpuDevice {
                 }
             }
         };
-        let mut ctx = Ctx(words);
-        let code = &cur.code;
-        watched(
-            &mut ctx,
-            code.layout().abort,
-            cur.prepared.name(),
-            self.timeout(),
-            |ctx, abort| run_split(code, split.as_ref(), ctx, n, abort),
-        )?;
-        for o in &mut outs {
-            o.zero_padding();
-        }
-        Ok(outs)
+        Ok((cur, Ctx(words), outs, split))
     }
 }
 
@@ -1428,6 +1516,87 @@ fn run_split(kernel: &HostCode, split: Option<&Split>, ctx: &Ctx, n: usize, abor
             }
         });
     }
+}
+
+/// Runs a reduced program's `kernel` (with its `split`) over `0..n` as [`run_split`] does,
+/// under the watchdog of `watch`, with output `output` (of `outs`, the launch's output
+/// buffers) reduced ([`BufferLaunch::run_reduced`]): before each range's call the output's
+/// plane words are pointed at that range's slot of `HOST_WIDTH + 1` partial states in a
+/// new buffer, which is returned.
+fn run_reduced_split(
+    (kernel, split, n): (&HostCode, Option<&Split>, usize),
+    ctx: &mut Ctx,
+    watch: &Budget,
+    outs: &[HostBuffer],
+    output: usize,
+) -> Result<HostBuffer, RuntimeError> {
+    let o = outs.get(output).ok_or_else(|| RunError::Launch {
+        program: watch.program.to_string(),
+        message: format!("no output {output} to reduce"),
+    })?;
+    let (elem, lanes, lane_bytes) = (o.elem(), o.lanes(), o.lane_bytes());
+    let per = weft_backend_llvm::HOST_WIDTH + 1;
+    let whole = [(0..n, false)];
+    let segs = split.map_or(&whole[..], |(_, s)| &s.segs[..]);
+    let threads = rayon::current_num_threads().max(1);
+    let fresh;
+    let sched = match split.map(|(_, s)| s.schedule.get_or_init(|| Schedule::new(segs, n, threads)))
+    {
+        Some(s) if s.threads == threads && s.n == n => s,
+        _ => {
+            fresh = Schedule::new(segs, n, threads);
+            &fresh
+        }
+    };
+    let calls = sched.ranges.len();
+    let mut partials =
+        HostBuffer::try_for_output(elem, calls * per).ok_or_else(|| RunError::Launch {
+            program: watch.program.to_string(),
+            message: format!("{calls} partial states are too many to allocate"),
+        })?;
+    let planes: Vec<usize> = (0..lanes)
+        .map(|l| partials.plane_mut(l).as_mut_ptr() as usize)
+        .collect();
+    let word = kernel.layout().outputs[output];
+    watched(
+        ctx,
+        watch.word,
+        &watch.program,
+        watch.budget,
+        |ctx, abort| {
+            // SAFETY: as `run_split`; the reduced output's plane words point at
+            // `slot − lo·lane_bytes` for each range `lo..hi`, so the kernel's stores of its `per`
+            // partial states at elements `lo ..= lo + HOST_WIDTH` land in that range's own slot
+            // of `partials`, which outlives the call.
+            let entry = unsafe { kernel.entry() };
+            let inner = split.map(|(code, _)| unsafe { code.entry() });
+            let body = |piece: std::ops::Range<usize>| {
+                let mut words = ctx.0.clone();
+                for r in piece {
+                    if abort.is_raised() {
+                        return;
+                    }
+                    let (lo, hi, inside) = sched.ranges[r];
+                    for (l, &pl) in planes.iter().enumerate() {
+                        let slot = pl + r * per * lane_bytes;
+                        words[word + l] = slot.wrapping_sub(lo * lane_bytes) as u64;
+                    }
+                    let e = match inner {
+                        Some(e) if inside => e,
+                        _ => entry,
+                    };
+                    unsafe { e(words.as_ptr(), lo as i64, hi as i64) }
+                }
+            };
+            if n <= SERIAL_LIMIT {
+                body(0..calls);
+            } else {
+                crate::pool::run(sched.pieces.len(), &|i| body(sched.pieces[i].clone()));
+            }
+        },
+    )?;
+    partials.zero_padding();
+    Ok(partials)
 }
 
 /// Elements of a chunk of a fused launch ([`BufferLaunch::run_fused`]) at most: a chunk's
@@ -1664,6 +1833,21 @@ impl BufferLaunch<'_> {
     /// ([`BufferLaunch::run_fused`]).
     pub fn outputs(&self) -> &[HostBuffer] {
         &self.outs
+    }
+
+    /// Runs this launch of a program from [`CpuDevice::prepare_reduced`] with output
+    /// `output` reduced, and returns the partial states its kernel calls stored: for each
+    /// range the launch runs, `HOST_WIDTH + 1` elements of the output's type
+    /// ([`weft_backend_llvm::HostReduce`]), each the fold of some of the range's elements
+    /// or the identity. Combined with the same op in any order they give the reduction of
+    /// the whole output. The output's own buffer is not written.
+    ///
+    /// # Errors
+    /// No output `output`; partial states too many to allocate; as [`Launch::run`].
+    pub fn run_reduced(&self, output: usize) -> Result<HostBuffer, RuntimeError> {
+        let mut ctx = Ctx(self.ctx.0.clone());
+        let k = (&*self.kernel, self.split.as_ref(), self.n);
+        run_reduced_split(k, &mut ctx, &self.watch, &self.outs, output)
     }
 
     /// Runs this launch with its output `output` consumed as it is made by `consumer`, a

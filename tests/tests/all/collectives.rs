@@ -808,3 +808,69 @@ fn apply_reduce_of_a_stencil_equals_the_apply_then_the_reduction() {
         });
     }
 }
+
+#[test]
+fn apply_reduce_of_every_element_type_equals_the_apply_then_the_reduction() {
+    use weft::{maximum_array, minimum_array, sum_array, Reduction};
+    // One output per type from an f32 input: the kept `y` and the reduced ones.
+    let p = Program::parse(
+        "program @many(%x: f32) -> (y: f32, i: i32, u: u8, h: i16, l: u64, d: f64, f: f16, t: <2 x f32>) {
+  %k: f32 = const 1000.0
+  %s: f32 = mul %x, %k
+  %i: i32 = cast %s
+  %u: u8 = cast %i
+  %h: i16 = cast %i
+  %l: u64 = cast %i
+  %d: f64 = cast %x
+  %f: f16 = cast %x
+  %n: f32 = neg %x
+  %t: <2 x f32> = tuple %x, %n
+  return %x, %i, %u, %h, %l, %d, %f, %t
+}",
+        "many",
+    )
+    .unwrap();
+    fn check<T: weft::Elem + std::fmt::Debug>(
+        p: &Program,
+        name: &str,
+        x: &Array<1, f32>,
+        what: &str,
+    ) {
+        for r in [Reduction::Sum, Reduction::Min, Reduction::Max] {
+            let (_, got): (weft::Bundle, Array<1, T>) = p.apply_reduce(name, r, x).unwrap();
+            let all: weft::Bundle = p.apply(x).unwrap();
+            let names = ["y", "i", "u", "h", "l", "d", "f", "t"];
+            let k = names.iter().position(|n| *n == name).unwrap();
+            let out: Array<1, T> = all.get(k).unwrap();
+            let want = match r {
+                Reduction::Sum => sum_array(&out),
+                Reduction::Min => minimum_array(&out),
+                _ => maximum_array(&out),
+            }
+            .unwrap();
+            assert_eq!(
+                format!("{:?}", got.to_vec().unwrap()),
+                format!("{:?}", want.to_vec().unwrap()),
+                "{what}: {name} {r:?}"
+            );
+        }
+    }
+    for dev in devices() {
+        dev.scope(|| {
+            for n in [1usize, 17, 1023, 5000, 70_001] {
+                let xs: Vec<f32> = (0..n)
+                    .map(|i| ((i * 7919) % 2001) as f32 * 0.37 - 370.0)
+                    .collect();
+                let x = Array::from_vec([n], xs).unwrap();
+                let what = format!("{dev}, {n} elements");
+                check::<i32>(&p, "i", &x, &what);
+                check::<u8>(&p, "u", &x, &what);
+                check::<i16>(&p, "h", &x, &what);
+                check::<u64>(&p, "l", &x, &what);
+                check::<f64>(&p, "d", &x, &what);
+                check::<half::f16>(&p, "f", &x, &what);
+                check::<[f32; 2]>(&p, "t", &x, &what);
+            }
+        });
+    }
+}
