@@ -2058,40 +2058,9 @@ fn make_builtin_combiner(op: Opcode, ty: Type) -> Result<Combiner> {
     Ok(c)
 }
 
-/// The identity of built-in combiner `op` on `s` as lane bits: −0 for float sums (`+0 + −0`
-/// is `+0`, `−0 + −0` is `−0`), 1 for products, +∞ / the largest integer for `min`, −∞ /
-/// the smallest for `max`, NaN for `arg_min`/`arg_max` values (NaN loses to every number).
+/// The identity of built-in combiner `op` on `s` ([`weft_ir::konst::identity_bits`]).
 fn identity(op: Opcode, s: ScalarType) -> u64 {
-    use weft_ir::konst::canon;
-    let (sign, one, inf, nan): (u64, u64, u64, u64) = match s {
-        ScalarType::F16 => (0x8000, 0x3c00, 0x7c00, 0x7e00),
-        ScalarType::F32 => (0x8000_0000, 0x3f80_0000, 0x7f80_0000, 0x7fc0_0000),
-        ScalarType::F64 => (1 << 63, 0x3ff0 << 48, 0x7ff0 << 48, 0x7ff8 << 48),
-        _ => {
-            let w = s.bits();
-            let (lo, hi) = if s.is_signed_int() {
-                ((-1i64 << (w - 1)) as u64, (1u64 << (w - 1)) - 1)
-            } else {
-                (0, u64::MAX >> (64 - w))
-            };
-            return canon(
-                s,
-                match op {
-                    Opcode::Add => 0,
-                    Opcode::Mul => 1,
-                    Opcode::Min | Opcode::Lt => hi,
-                    _ => lo,
-                },
-            );
-        }
-    };
-    match op {
-        Opcode::Add => sign,
-        Opcode::Mul => one,
-        Opcode::Min => inf,
-        Opcode::Max => inf | sign,
-        _ => nan,
-    }
+    weft_ir::konst::identity_bits(op, s)
 }
 
 fn op_name(op: Opcode) -> &'static str {

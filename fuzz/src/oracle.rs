@@ -35,6 +35,12 @@ pub enum Target {
     Cranelift,
     /// LLVM host code on the CPU device.
     Llvm,
+    /// LLVM host code with the last output reduced inside the kernels
+    /// (`weft_backend_llvm::HostReduce`, `Program::apply_reduce`'s path): the other outputs
+    /// and the fold of the kernels' partial states against the interpreter's outputs and the
+    /// fold of its last output. The op is `min`, `max` or, for integers, `add` or `mul`,
+    /// picked from the launch size.
+    LlvmReduce,
     /// LLVM PTX on a CUDA device.
     Cuda,
     /// LLVM host code with fast-math, on fast-math cases ([`crate::fastmath`]), compared
@@ -67,7 +73,7 @@ impl Target {
                 v
             }
             (Backend::Cranelift, false) => vec![Target::Cranelift],
-            (Backend::Llvm, false) => vec![Target::Llvm],
+            (Backend::Llvm, false) => vec![Target::Llvm, Target::LlvmReduce],
             (Backend::Cuda, false) => vec![Target::Cuda],
             (Backend::Llvm, true) => vec![Target::LlvmFast],
             (Backend::Cuda, true) => vec![Target::CudaFast],
@@ -86,14 +92,17 @@ impl Target {
             | Target::Keep
             | Target::Group => Backend::Interp,
             Target::Cranelift => Backend::Cranelift,
-            Target::Llvm | Target::LlvmFast => Backend::Llvm,
+            Target::Llvm | Target::LlvmReduce | Target::LlvmFast => Backend::Llvm,
             Target::Cuda | Target::CudaFast => Backend::Cuda,
         }
     }
 
     /// True for the compiled backends.
     pub fn is_backend(self) -> bool {
-        matches!(self, Target::Cranelift | Target::Llvm | Target::Cuda) || self.is_fast_math()
+        matches!(
+            self,
+            Target::Cranelift | Target::Llvm | Target::LlvmReduce | Target::Cuda
+        ) || self.is_fast_math()
     }
 
     /// True for the fast-math targets (their cases are [`crate::fastmath::fast_case`]s).
@@ -114,6 +123,7 @@ impl fmt::Display for Target {
             Target::Bind => write!(f, "{b}+bind"),
             Target::Keep => write!(f, "{b}+keep"),
             Target::Group => write!(f, "{b}+group"),
+            Target::LlvmReduce => write!(f, "{b}+reduce"),
             Target::LlvmFast | Target::CudaFast => write!(f, "{b}{FAST_SUFFIX}"),
             Target::Cranelift | Target::Llvm | Target::Cuda => write!(f, "{b}"),
         }
@@ -193,6 +203,10 @@ impl<'a> Devices<'a> {
 
     /// The device `target` runs on, if open.
     pub fn get(&self, target: Target) -> Option<&Device> {
+        let target = match target {
+            Target::LlvmReduce => Target::Llvm,
+            t => t,
+        };
         self.cpu
             .iter()
             .chain(self.gpu.iter())
@@ -326,6 +340,10 @@ fn run_target(
                 .with_row_granule(1);
             g.apply(m, name, inputs, shape).map_err(|e| e.to_string())
         }
+        Target::LlvmReduce => match dev.get(target) {
+            Some(Device::Cpu(cpu)) => reduced(cpu, case),
+            _ => Err(format!("no {target} device")),
+        },
         Target::Cranelift | Target::Llvm | Target::LlvmFast | Target::Cuda | Target::CudaFast => {
             match dev.get(target) {
                 Some(d) => d.apply(m, name, inputs, shape).map_err(|e| e.to_string()),
@@ -345,10 +363,109 @@ pub fn inputs_by_name(p: &weft_ir::Program, q: &weft_ir::Program, inputs: &[Inpu
         .collect()
 }
 
+/// The reduction [`Target::LlvmReduce`] applies to `case`'s last output: its op, or `None`
+/// for a `bool` output.
+fn reduce_op(case: &Case) -> Option<weft_ir::Opcode> {
+    use weft_ir::Opcode as O;
+    let p = case.gen.program();
+    let s = p.outputs.last()?.ty.elem_scalar();
+    let n: usize = case.shape.iter().product();
+    match s {
+        weft_ir::ScalarType::Bool => None,
+        s if s.is_float() => Some([O::Max, O::Min][n % 2]),
+        _ => Some([O::Add, O::Max, O::Min, O::Mul][n % 4]),
+    }
+}
+
+/// The fold of `xs` with `op` (in order; the ops [`reduce_op`] picks give the same result in
+/// any), `None` for no element.
+fn fold(
+    op: weft_ir::Opcode,
+    xs: impl Iterator<Item = weft_ir::Const>,
+) -> Result<Option<weft_ir::Const>, String> {
+    let mut acc: Option<weft_ir::Const> = None;
+    for x in xs {
+        acc = Some(match acc {
+            None => x,
+            Some(a) => weft_ir::interp::eval_op(op, &[], None, &[a, x])?,
+        });
+    }
+    Ok(acc)
+}
+
+/// A one-element array of `c` (an empty one of type `ty` for `None`).
+fn one_of(ty: weft_ir::Type, c: Option<weft_ir::Const>) -> HostArray {
+    let l = weft_ir::host::lanes_of(ty);
+    HostArray {
+        elem: ty,
+        shape: vec![usize::from(c.is_some())],
+        data: c.map_or_else(Vec::new, |c| c.lanes[..l].to_vec()),
+    }
+}
+
+/// [`Target::LlvmReduce`] of `case` on `cpu`: the outputs, the last one replaced by the
+/// fold of the kernels' partial states.
+fn reduced(cpu: &weft_runtime::CpuDevice, case: &Case) -> Result<Vec<HostArray>, String> {
+    let op = reduce_op(case).ok_or("no reduction applies")?;
+    let p = case.gen.program();
+    let k = p.outputs.len() - 1;
+    let ty = p.outputs[k].ty;
+    let identity = weft_ir::konst::identity_bits(op, ty.elem_scalar());
+    let r = weft_backend_llvm::HostReduce {
+        output: k,
+        op,
+        identity,
+    };
+    let m = std::sync::Arc::new(case.gen.module.clone());
+    let e = |e: weft_runtime::RuntimeError| e.to_string();
+    let prog = cpu
+        .prepare_reduced(&m, &case.gen.name, r)
+        .map_err(e)?
+        .ok_or("not an LLVM device")?;
+    let bufs: Vec<Option<(weft_runtime::HostBuffer, Vec<usize>)>> = case
+        .inputs
+        .iter()
+        .map(|x| match x {
+            Input::Array(a) => Some((
+                weft_runtime::HostBuffer::from_host_array(a),
+                a.shape.clone(),
+            )),
+            Input::Uniform(_) => None,
+        })
+        .collect();
+    let args: Vec<weft_runtime::BufArg> = case
+        .inputs
+        .iter()
+        .zip(&bufs)
+        .map(|(x, b)| match (x, b) {
+            (_, Some((buf, shape))) => weft_runtime::BufArg::Array {
+                buf,
+                offset: 0,
+                shape,
+            },
+            (Input::Uniform(c), None) => weft_runtime::BufArg::Uniform(*c),
+            (Input::Array(_), None) => unreachable!("made above"),
+        })
+        .collect();
+    let launch = cpu
+        .launch_buffers_prepared(&prog, &args, case.explicit_shape())
+        .map_err(e)?;
+    let partials = launch.run_reduced(k).map_err(e)?;
+    let shape = launch.shape().to_vec();
+    let mut outs: Vec<HostArray> = launch
+        .into_outputs()
+        .iter()
+        .map(|b| b.to_host_array(&shape))
+        .collect();
+    outs[k] = one_of(ty, fold(op, (0..partials.len()).map(|i| partials.get(i)))?);
+    Ok(outs)
+}
+
 /// Whether `target` applies to `case` (bind needs a uniform, keep two outputs).
 pub fn applies(case: &Case, target: Target) -> bool {
     let p = case.gen.program();
     match target {
+        Target::LlvmReduce => reduce_op(case).is_some(),
         Target::Bind => p.params.iter().any(|par| par.kind == ParamKind::Uniform),
         Target::Keep => p.outputs.len() >= 2,
         _ => true,
@@ -378,10 +495,22 @@ pub fn check(case: &Case, target: Target, want: &[HostArray], dev: &Devices) -> 
     let Some(got) = run_target(case, target, dev) else {
         return Check::Skipped;
     };
-    let want = if target == Target::Keep {
-        &want[want.len() - 1..]
-    } else {
-        want
+    let folded;
+    let want = match target {
+        Target::Keep => &want[want.len() - 1..],
+        Target::LlvmReduce => {
+            let mut w = want.to_vec();
+            let (Some(last), Some(op)) = (w.pop(), reduce_op(case)) else {
+                return Check::Skipped;
+            };
+            match fold(op, (0..last.len()).map(|i| last.get(i))) {
+                Ok(c) => w.push(one_of(last.elem, c)),
+                Err(e) => return Check::Differs(format!("{target}: folding: {e}")),
+            }
+            folded = w;
+            &folded[..]
+        }
+        _ => want,
     };
     match got {
         Err(e) => Check::Differs(format!("{target} failed: {e}")),

@@ -337,6 +337,42 @@ pub fn parse_lane(s: ScalarType, neg: bool, text: &str) -> Result<u64, String> {
     }
 }
 
+/// The identity of built-in combiner `op` on `s` as lane bits (`x ⊕ e = x` bit for bit, NaN
+/// payloads aside): −0 for float sums (`+0 + −0` is `+0`, `−0 + −0` is `−0`), 0 for integer
+/// sums, 1 for products, +∞ / the largest integer for `min` (and `lt`, arg_min's), −∞ / the
+/// smallest for `max`, NaN for float `arg_min`/`arg_max` values (NaN loses to every number).
+pub fn identity_bits(op: crate::Opcode, s: ScalarType) -> u64 {
+    let (sign, one, inf, nan): (u64, u64, u64, u64) = match s {
+        ScalarType::F16 => (0x8000, 0x3c00, 0x7c00, 0x7e00),
+        ScalarType::F32 => (0x8000_0000, 0x3f80_0000, 0x7f80_0000, 0x7fc0_0000),
+        ScalarType::F64 => (1 << 63, 0x3ff0 << 48, 0x7ff0 << 48, 0x7ff8 << 48),
+        _ => {
+            let w = s.bits();
+            let (lo, hi) = if s.is_signed_int() {
+                ((-1i64 << (w - 1)) as u64, (1u64 << (w - 1)) - 1)
+            } else {
+                (0, u64::MAX >> (64 - w))
+            };
+            return canon(
+                s,
+                match op {
+                    crate::Opcode::Add => 0,
+                    crate::Opcode::Mul => 1,
+                    crate::Opcode::Min | crate::Opcode::Lt => hi,
+                    _ => lo,
+                },
+            );
+        }
+    };
+    match op {
+        crate::Opcode::Add => sign,
+        crate::Opcode::Mul => one,
+        crate::Opcode::Min => inf,
+        crate::Opcode::Max => inf | sign,
+        _ => nan,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
