@@ -189,7 +189,7 @@ pub fn main(args: &[String]) {
     );
     let mut kinds = vec![("cpu (llvm)", "cpu")];
     if gpu {
-        kinds.push(("cuda (PTX + cubin)", "gpu"));
+        kinds.push(("cuda (PTX; the driver caches its SASS)", "gpu"));
     }
     for (label, kind) in kinds {
         let dir = fresh_dir(kind);

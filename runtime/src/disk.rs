@@ -1,6 +1,7 @@
 //! The on-disk kernel cache (issue 24; Dr.Jit's `~/.drjit` and Warp's kernel cache): compiled
-//! artifacts — LLVM host objects, PTX and the driver's cubin — kept across processes, keyed
-//! by a hash of everything that decides their bits.
+//! artifacts — LLVM host objects and PTX — kept across processes, keyed by a hash of
+//! everything that decides their bits. PTX → SASS is left to the CUDA driver's JIT and its
+//! own compute cache (a cubin from the driver's linker ran slower: `cuda/mod.rs`).
 //!
 //! An entry is one file, `DIR/ab/abcdef….bin` for key `abcdef…`: the magic `WEFTKC01`, the
 //! 32-byte key, the payload's length (u64, little-endian), the payload, and the BLAKE3 hash
@@ -39,7 +40,7 @@ pub const DEFAULT_LIMIT: u64 = 1 << 30;
 pub struct Key(pub [u8; 32]);
 
 impl Key {
-    /// The key of an artifact of `kind` (`"llvm-host"`, `"ptx"`, `"cubin"`) made from
+    /// The key of an artifact of `kind` (`"llvm-host"`, `"ptx"`) made from
     /// `parts` (each hashed with its length, so no two lists of parts collide by
     /// concatenation).
     pub fn new(kind: &str, parts: &[&[u8]]) -> Key {

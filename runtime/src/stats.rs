@@ -16,7 +16,7 @@ pub enum Compiler {
     LlvmHost,
     /// LLVM to PTX.
     LlvmPtx,
-    /// The CUDA driver: PTX to a cubin (`ptxas`).
+    /// The CUDA driver: PTX loaded through its JIT (`ptxas`, or its compute cache).
     Driver,
 }
 

@@ -505,31 +505,13 @@ impl CudaDevice {
             weft_backend_llvm::Effort::Auto | weft_backend_llvm::Effort::Full => 4,
             weft_backend_llvm::Effort::Reduced | weft_backend_llvm::Effort::Minimal => 0,
         };
+        // PTX → SASS is the driver's JIT, whose own compute cache keeps the result across
+        // processes (CUDA_CACHE_PATH). A cubin made with the driver's linker instead
+        // (`cuLinkAddData` + `cuModuleLoadData`, kept in weft's disk cache until 2026-11-27)
+        // ran MDH 10% slower than the JIT's code for the same PTX (5.29 against 4.79 ms on an
+        // H200, docs/performance.md).
         let module = guard("cuModuleLoadDataEx", || {
-            let Some(cache) = DiskCache::global() else {
-                let module = i.load_module_at(&ptx.ptx, &ptx.entry, level)?;
-                stats::count_compile(stats::Compiler::Driver, t0.elapsed());
-                return Ok(module);
-            };
-            // The driver's cubin for this PTX, this GPU's `sm` and this driver: loading it
-            // skips `ptxas` (35–60 ms on first load of a workload's kernels).
-            let driver = cuda_driver_version()?;
-            let key = Key::new(
-                "cubin",
-                &[
-                    ptx.ptx.as_bytes(),
-                    format!("sm_{} driver {driver:?} level {level}", i.sm).as_bytes(),
-                ],
-            );
-            if let Some(cubin) = cache.get(&key) {
-                if let Ok(module) = i.load_cubin(&cubin, &ptx.entry) {
-                    stats::count_load(stats::Compiler::Driver, t0.elapsed());
-                    return Ok(module);
-                }
-            }
-            let cubin = i.ptx_to_cubin(&ptx.ptx, level)?;
-            cache.put(&key, &cubin);
-            let module = i.load_cubin(&cubin, &ptx.entry)?;
+            let module = i.load_module_at(&ptx.ptx, &ptx.entry, level)?;
             stats::count_compile(stats::Compiler::Driver, t0.elapsed());
             Ok(module)
         })?;
