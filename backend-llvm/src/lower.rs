@@ -3430,15 +3430,22 @@ impl FloatKey {
         }
     }
 
+    /// Emits `b` with every bit but the sign flipped where `b` is negative (integer `b`; its
+    /// own inverse, so it maps bits to keys and keys to bits).
+    fn flip(&self, l: &mut Lower, b: &str, u: bool) -> String {
+        let it = l.ty(self.int, u);
+        let sh = l.konst(self.int, u64::from(self.bits() - 1), u);
+        let one = l.konst(self.int, 1, u);
+        let sign = l.def(format!("ashr {it} {b}, {sh}"));
+        let mask = l.def(format!("lshr {it} {sign}, {one}"));
+        l.def(format!("xor {it} {b}, {mask}"))
+    }
+
     /// Emits the key of float value `x` (`u`: scalar, else a host vector).
     fn key(&self, l: &mut Lower, x: &str, u: bool) -> String {
         let (ft, it) = (l.ty(self.float, u), l.ty(self.int, u));
-        let sh = l.konst(self.int, u64::from(self.bits() - 1), u);
-        let one = l.konst(self.int, 1, u);
         let b = l.def(format!("bitcast {ft} {x} to {it}"));
-        let sign = l.def(format!("ashr {it} {b}, {sh}"));
-        let flip = l.def(format!("lshr {it} {sign}, {one}"));
-        let k = l.def(format!("xor {it} {b}, {flip}"));
+        let k = self.flip(l, &b, u);
         let nan = l.def(format!("fcmp uno {ft} {x}, {x}"));
         let nk = l.konst(self.int, self.nan(), u);
         let bt = l.ty(ScalarType::Bool, u);
@@ -3448,11 +3455,7 @@ impl FloatKey {
     /// Emits the float of key `k`: the canonical quiet NaN for a NaN's key.
     fn back(&self, l: &mut Lower, k: &str, u: bool) -> String {
         let (ft, it) = (l.ty(self.float, u), l.ty(self.int, u));
-        let sh = l.konst(self.int, u64::from(self.bits() - 1), u);
-        let one = l.konst(self.int, 1, u);
-        let sign = l.def(format!("ashr {it} {k}, {sh}"));
-        let flip = l.def(format!("lshr {it} {sign}, {one}"));
-        let b = l.def(format!("xor {it} {k}, {flip}"));
+        let b = self.flip(l, k, u);
         // Keys past ±∞'s are NaNs'.
         let inf: u64 = if self.bits() == 32 {
             0x7f80_0000
