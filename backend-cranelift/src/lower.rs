@@ -35,6 +35,9 @@ struct ArrayInfo {
     safe: Vec<(CV, CV)>,
     elem: ScalarType,
     boundary: Boundary,
+    /// A work-group's shared array: one thread runs the whole work-group (MCUDA), so its
+    /// atomics need no atomic instruction.
+    local: bool,
 }
 
 struct Frame<'p> {
@@ -1255,6 +1258,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                         safe,
                         elem: s,
                         boundary,
+                        local: false,
                     });
                     frame.vals[par.value.index()] = Some(LV::Array(self.arrays.len() - 1));
                 }

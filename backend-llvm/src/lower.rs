@@ -68,6 +68,9 @@ struct ArrayInfo {
     /// "The PTX kernel"): lane `l` of element `e` at `planes[0]` + (e·lanes + l)·bytes, so an
     /// element is one 16-byte load.
     interleaved: bool,
+    /// A host work-group's shared array: one thread runs the whole work-group (MCUDA,
+    /// docs/kernel-mode.md), so its atomics need no atomic instruction.
+    local: bool,
 }
 
 /// Whether arrays of `elem` (an array parameter's element type) are stored interleaved on
@@ -2864,6 +2867,7 @@ pub(crate) fn lower(
                     space,
                     writable: par.kind == ParamKind::Buffer,
                     interleaved: flavor == Flavor::Ptx && !is_kernel && interleaved_on_gpu(e),
+                    local: false,
                 });
                 f.vals[par.value.index()] = Some(LV::Array(l.arrays.len() - 1));
             }

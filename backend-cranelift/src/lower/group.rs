@@ -605,6 +605,13 @@ impl Lowerer<'_, '_> {
         let vals: Vec<Vec<CV>> = (0..nl).map(|l| lane_vals(self, stored, l)).collect();
         let cmp: Option<Vec<CV>> = cas.then(|| lane_vals(self, &args[2], 0));
         let sink = self.g().sink;
+        // Float min/max/CAS keep the atomic forms (no plain float equivalents here).
+        let plain = self.arrays[ai].local
+            && match s {
+                ScalarType::I32 | ScalarType::U32 | ScalarType::I64 | ScalarType::U64 => true,
+                ScalarType::F32 | ScalarType::F64 => d.opcode == Opcode::AtomicAdd,
+                _ => false,
+            };
         let mut olds = Vec::new();
         for j in 0..BLOCK {
             let m = self.b.ins().extractlane(mask[j / 4], (j % 4) as u8);
@@ -628,6 +635,29 @@ impl Lowerer<'_, '_> {
             let a = addr_of(self, planes[0]);
             let v = vals[0][j];
             let old = match d.opcode {
+                // A shared array belongs to the one thread running the work-group: a plain
+                // read-modify-write gives what the atomic gives (work-items and lanes run one
+                // after another), without a `lock`ed instruction (bincount's counts).
+                op if plain => {
+                    let old = self.b.ins().load(sty(s), mem(), a, 0);
+                    let signed = s.is_signed_int();
+                    let new = match op {
+                        Opcode::AtomicAdd if s.is_float() => self.b.ins().fadd(old, v),
+                        Opcode::AtomicAdd => self.b.ins().iadd(old, v),
+                        Opcode::AtomicMin if signed => self.b.ins().smin(old, v),
+                        Opcode::AtomicMin => self.b.ins().umin(old, v),
+                        Opcode::AtomicMax if signed => self.b.ins().smax(old, v),
+                        Opcode::AtomicMax => self.b.ins().umax(old, v),
+                        Opcode::AtomicCas => {
+                            let e = cmp.as_ref().expect("cas")[j];
+                            let eq = self.b.ins().icmp(IntCC::Equal, old, e);
+                            self.b.ins().select(eq, v, old)
+                        }
+                        _ => v,
+                    };
+                    self.b.ins().store(mem(), new, a, 0);
+                    old
+                }
                 Opcode::AtomicAdd if s.is_float() => self.atomic_fadd(s, a, v),
                 Opcode::AtomicCas => {
                     let e = cmp.as_ref().expect("cas")[j];
@@ -804,6 +834,7 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 safe,
                 elem: s,
                 boundary,
+                local: true,
             });
             frame.vals[d.results[0].index()] = Some(LV::Array(l.arrays.len() - 1));
         }

@@ -575,6 +575,7 @@ pub(super) fn finish(
             space: "ptr",
             writable: true,
             interleaved: false,
+            local: true,
         });
         f.vals[d.results[0].index()] = Some(LV::Array(l.arrays.len() - 1));
     }

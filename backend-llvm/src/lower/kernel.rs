@@ -82,6 +82,7 @@ impl Lower<'_> {
             space: "ptr addrspace(3)",
             writable: true,
             interleaved: false,
+            local: false,
         });
         Ok(vec![LV::Array(self.arrays.len() - 1)])
     }
@@ -101,9 +102,9 @@ impl Lower<'_> {
         };
         let (cs, _) = elem_of(p.ty(d.args[1]));
         let (s, nl) = elem_of(p.ty(d.args[2]));
-        let (planes, dims, space) = {
+        let (planes, dims, space, local) = {
             let a = &self.arrays[ai];
-            (a.planes.clone(), a.dims.clone(), a.space)
+            (a.planes.clone(), a.dims.clone(), a.space, a.local)
         };
         let LV::U(coords) = &args[1] else {
             return self.err("internal: varying coordinates on PTX");
@@ -151,7 +152,50 @@ impl Lower<'_> {
             let a = addr(self, &planes[0]);
             // `atomic_cas %a, %c, %expected, %v`: the value stored is the last operand.
             let v = lane(self, args.last().expect("operands"), 0);
+            // A host work-group's shared array belongs to the one thread running the group:
+            // a plain read-modify-write gives what the atomic gives (work-items run one
+            // after another), at a fraction of a `lock`ed instruction's cost (bincount's
+            // privatised counts). Float min/max/CAS have no plain form here: atomics.
+            let plain = local
+                && match s {
+                    ScalarType::I32 | ScalarType::U32 | ScalarType::I64 | ScalarType::U64 => true,
+                    ScalarType::F32 | ScalarType::F64 => d.opcode == Opcode::AtomicAdd,
+                    _ => false,
+                };
             let r = match d.opcode {
+                _ if plain => {
+                    let old = self.def(format!("load {st}, {space} {a}, align {align}"));
+                    let signed = s.is_signed_int();
+                    let new = match d.opcode {
+                        Opcode::AtomicAdd if s.is_float() => {
+                            self.def(format!("fadd {st} {old}, {v}"))
+                        }
+                        Opcode::AtomicAdd => self.def(format!("add {st} {old}, {v}")),
+                        Opcode::AtomicMin | Opcode::AtomicMax => {
+                            let n = match (d.opcode, signed) {
+                                (Opcode::AtomicMin, true) => "smin",
+                                (Opcode::AtomicMin, false) => "umin",
+                                (_, true) => "smax",
+                                _ => "umax",
+                            };
+                            let m = format!("llvm.{n}.{st}");
+                            self.intrinsic(
+                                "",
+                                &m,
+                                st,
+                                &[(st.to_string(), old.clone()), (st.to_string(), v.clone())],
+                            )
+                        }
+                        Opcode::AtomicCas => {
+                            let e = lane(self, &args[2], 0);
+                            let eq = self.def(format!("icmp eq {st} {old}, {e}"));
+                            self.def(format!("select i1 {eq}, {st} {v}, {st} {old}"))
+                        }
+                        _ => v.clone(),
+                    };
+                    self.line(format!("store {st} {new}, {space} {a}, align {align}"));
+                    old
+                }
                 Opcode::AtomicCas => {
                     let e = lane(self, &args[2], 0);
                     let pair = self.def(format!(
