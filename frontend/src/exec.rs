@@ -280,6 +280,16 @@ fn with_host_args<R>(l: &Prepared, f: impl FnOnce(&[BufArg]) -> Result<R>) -> Re
     f(&bargs)
 }
 
+/// Host buffers `bufs` as arrays of `shape`, but for the one at position `skip`.
+fn host_arrays(bufs: Vec<HostBuffer>, skip: Option<usize>, shape: &[usize]) -> Vec<ArrayData> {
+    let shape = crate::array::Dims::from_slice(shape);
+    bufs.into_iter()
+        .enumerate()
+        .filter(|(k, _)| Some(*k) != skip)
+        .map(|(_, h)| ArrayData::stored(Storage::from_resident(Resident::Host(h)), shape.clone()))
+        .collect()
+}
+
 /// Runs launch `l` on CPU device `dev` now with its output `output` reduced inside the
 /// kernels (`r`: [`weft_runtime::CpuDevice::prepare_reduced`]): the launch's other outputs,
 /// and the kernel calls' partial states as a 1-D array of the output's type, which
@@ -301,15 +311,9 @@ pub(crate) fn run_reduced(
         let partials = launch.run_reduced(r.output)?;
         Ok((launch.into_outputs(), partials))
     })?;
-    let shape = crate::array::Dims::from_slice(&l.shape);
-    let keep = outs
-        .into_iter()
-        .enumerate()
-        .filter(|(k, _)| *k != r.output)
-        .map(|(_, h)| ArrayData::stored(Storage::from_resident(Resident::Host(h)), shape.clone()))
-        .collect();
-    let pshape = crate::array::Dims::from_slice(&[partials.len()]);
-    let partials = ArrayData::stored(Storage::from_resident(Resident::Host(partials)), pshape);
+    let keep = host_arrays(outs, Some(r.output), &l.shape);
+    let n = partials.len();
+    let partials = host_arrays(vec![partials], None, &[n]).remove(0);
     Ok(Some((keep, partials)))
 }
 
@@ -346,19 +350,8 @@ pub(crate) fn run_fused(
         let levels = consumer.into_outputs();
         Ok((launch.into_outputs(), levels))
     })?;
-    let shape = crate::array::Dims::from_slice(&l.shape);
-    let keep = outs
-        .into_iter()
-        .enumerate()
-        .filter(|(k, _)| *k != output)
-        .map(|(_, h)| ArrayData::stored(Storage::from_resident(Resident::Host(h)), shape.clone()))
-        .collect();
-    let lshape = crate::array::Dims::from_slice(&[level_shape]);
-    let levels = levels
-        .into_iter()
-        .map(|h| ArrayData::stored(Storage::from_resident(Resident::Host(h)), lshape.clone()))
-        .collect();
-    Ok(Some((keep, levels)))
+    let keep = host_arrays(outs, Some(output), &l.shape);
+    Ok(Some((keep, host_arrays(levels, None, &[level_shape]))))
 }
 
 /// Runs a prepared launch now and returns its outputs as arrays of the launch shape.

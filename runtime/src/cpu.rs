@@ -232,7 +232,7 @@ struct Segments {
 
 /// The ranges (at most a chunk each) of a launch of `n` elements on `threads` threads, and
 /// pieces of consecutive ranges holding about a chunk each.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Schedule {
     threads: usize,
     n: usize,
@@ -268,6 +268,19 @@ impl Schedule {
             ranges,
             pieces,
         }
+    }
+}
+
+/// The schedule of a launch of `n` elements over `split`'s ranges (the whole launch without
+/// one): the split's own, made once, if it was made for this thread count and size, else a
+/// fresh one.
+fn schedule_of(split: Option<&Split>, n: usize) -> std::borrow::Cow<'_, Schedule> {
+    let threads = rayon::current_num_threads().max(1);
+    let whole = [(0..n, false)];
+    let segs = split.map_or(&whole[..], |(_, s)| &s.segs[..]);
+    match split.map(|(_, s)| s.schedule.get_or_init(|| Schedule::new(segs, n, threads))) {
+        Some(s) if s.threads == threads && s.n == n => std::borrow::Cow::Borrowed(s),
+        _ => std::borrow::Cow::Owned(Schedule::new(segs, n, threads)),
     }
 }
 
@@ -1499,16 +1512,7 @@ fn run_split(kernel: &HostCode, split: Option<&Split>, ctx: &Ctx, n: usize, abor
             run(r.start, r.end, *inside);
         }
     } else {
-        let threads = rayon::current_num_threads().max(1);
-        let fresh;
-        let sched =
-            match split.map(|(_, s)| s.schedule.get_or_init(|| Schedule::new(segs, n, threads))) {
-                Some(s) if s.threads == threads && s.n == n => s,
-                _ => {
-                    fresh = Schedule::new(segs, n, threads);
-                    &fresh
-                }
-            };
+        let sched = schedule_of(split, n);
         let (ranges, pieces) = (&sched.ranges, &sched.pieces);
         crate::pool::run(pieces.len(), &|i| {
             for &(lo, hi, inside) in &ranges[pieces[i].clone()] {
@@ -1536,18 +1540,7 @@ fn run_reduced_split(
     })?;
     let (elem, lanes, lane_bytes) = (o.elem(), o.lanes(), o.lane_bytes());
     let per = weft_backend_llvm::HOST_WIDTH + 1;
-    let whole = [(0..n, false)];
-    let segs = split.map_or(&whole[..], |(_, s)| &s.segs[..]);
-    let threads = rayon::current_num_threads().max(1);
-    let fresh;
-    let sched = match split.map(|(_, s)| s.schedule.get_or_init(|| Schedule::new(segs, n, threads)))
-    {
-        Some(s) if s.threads == threads && s.n == n => s,
-        _ => {
-            fresh = Schedule::new(segs, n, threads);
-            &fresh
-        }
-    };
+    let sched = schedule_of(split, n);
     let calls = sched.ranges.len();
     let mut partials =
         HostBuffer::try_for_output(elem, calls * per).ok_or_else(|| RunError::Launch {
