@@ -122,7 +122,7 @@ impl<const D: usize, T: Elem> Outputs for Array<D, T> {
                 b.len()
             )));
         }
-        b.get(0)
+        take_output(&mut b.outs.into_iter(), 0)
     }
 }
 
@@ -170,6 +170,17 @@ impl Reduction {
     }
 }
 
+/// Output `i` of a bundle, the next of `outs` (moved out: no copy of its view).
+fn take_output<const D: usize, T: Elem>(
+    outs: &mut impl Iterator<Item = ArrayData>,
+    i: usize,
+) -> Result<Array<D, T>> {
+    let d = outs
+        .next()
+        .ok_or_else(|| Error::argument(format!("no output {i} in the bundle")))?;
+    Array::from_data(d).map_err(|e| Error::argument(format!("output {i}: {e}")))
+}
+
 macro_rules! tuple_outputs {
     ($n:literal; $($t:ident $d:ident $i:tt),*) => {
         impl<$(const $d: usize, $t: Elem),*> Outputs for ($(Array<$d, $t>,)*) {
@@ -181,7 +192,8 @@ macro_rules! tuple_outputs {
                         $n
                     )));
                 }
-                Ok(($(b.get::<$d, $t>($i)?,)*))
+                let mut outs = b.outs.into_iter();
+                Ok(($(take_output::<$d, $t>(&mut outs, $i)?,)*))
             }
         }
     };

@@ -339,7 +339,13 @@ impl Storage {
 
     /// Runs the pending launch that computes this storage, if any.
     pub(crate) fn resolve(&self) -> Result<()> {
-        let pending = lock(&self.state).pending.clone();
+        let pending = {
+            let st = lock(&self.state);
+            if st.pending.is_none() && st.parts.is_none() {
+                return Ok(());
+            }
+            st.pending.clone()
+        };
         if let Some((p, _)) = pending {
             // A launch that waits for no other has nothing to compile beside its own; one
             // a walk from a later launch visited is covered.
@@ -406,6 +412,13 @@ impl Storage {
 
     /// The host copy, downloading it from a GPU when only a GPU has one.
     pub(crate) fn host(&self) -> Result<Arc<HostBuffer>> {
+        {
+            // The common case, one lock: computed and on the host.
+            let st = lock(&self.state);
+            if let (None, None, Some(h)) = (&st.pending, &st.parts, &st.host) {
+                return Ok(h.clone());
+            }
+        }
         self.resolve()?;
         let mut st = lock(&self.state);
         if let Some(h) = &st.host {

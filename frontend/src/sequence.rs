@@ -235,12 +235,23 @@ fn note(
 pub trait Arrays: Outputs + Clone {
     /// The arrays in order, untyped.
     fn to_bundle(&self) -> Bundle;
+
+    /// [`Arrays::to_bundle`], taking the arrays (no copy of their views).
+    fn into_bundle(self) -> Bundle {
+        self.to_bundle()
+    }
 }
 
 impl<const D: usize, T: Elem> Arrays for Array<D, T> {
     fn to_bundle(&self) -> Bundle {
         Bundle {
             outs: vec![self.data.clone()],
+        }
+    }
+
+    fn into_bundle(self) -> Bundle {
+        Bundle {
+            outs: vec![self.data],
         }
     }
 }
@@ -250,6 +261,10 @@ macro_rules! tuple_arrays {
         impl<$(const $d: usize, $t: Elem),*> Arrays for ($(Array<$d, $t>,)*) {
             fn to_bundle(&self) -> Bundle {
                 Bundle { outs: vec![$(self.$i.data.clone()),*] }
+            }
+
+            fn into_bundle(self) -> Bundle {
+                Bundle { outs: vec![$(self.$i.data),*] }
             }
         }
     };
@@ -417,7 +432,11 @@ impl<I: Arrays, O: Arrays> Sequence<I, O> {
                     boundary_note(d.boundary)
                 )));
             }
-            let d = d.contiguous_view()?;
+            let d = if d.contiguous() && matches!(d.source, Source::Stored(_)) {
+                d
+            } else {
+                d.contiguous_view()?
+            };
             if matches!(d.source, Source::Grid) {
                 return Err(Error::argument(format!(
                     "input {i} of the sequence is a grid"
@@ -482,8 +501,9 @@ impl<I, O> Sequence<I, O> {
             .iter()
             .map(|d| Ok((input_storage(d).host()?, d.offset)))
             .collect::<Result<smallvec::SmallVec<[_; 6]>>>()?;
-        let mut results: Vec<smallvec::SmallVec<[Option<Arc<HostBuffer>>; 4]>> =
-            Vec::with_capacity(self.steps.len());
+        // Each launch's output buffers until their last reader (no `Arc` per buffer: only
+        // the sequence's outputs are shared, at the end).
+        let mut results: Vec<Vec<Option<HostBuffer>>> = Vec::with_capacity(self.steps.len());
         for (si, step) in self.steps.iter().enumerate() {
             let crate::device::Kind::Cpu(cpu) = &*step.dev.0 else {
                 unreachable!("all_cpu")
@@ -493,7 +513,7 @@ impl<I, O> Sequence<I, O> {
                     Src::Input(i) => (&*in_bufs[i].0, in_bufs[i].1 + s.offset),
                     Src::Out(st, k) => (
                         results[st][k]
-                            .as_deref()
+                            .as_ref()
                             .expect("released after its last use"),
                         s.offset,
                     ),
@@ -532,13 +552,27 @@ impl<I, O> Sequence<I, O> {
                     None => cpu.run_bound(&bound.launch, &bufs).map_err(failed)?,
                 }
             };
-            results.push(outs.into_iter().map(|b| Some(Arc::new(b))).collect());
+            results.push(outs.into_iter().map(Some).collect());
             for &(st, k) in &self.release[si] {
                 results[st][k] = None;
             }
         }
+        // The buffers left are the sequence's outputs' (the others were released after
+        // their last reader), each shared by the outputs that name it.
+        type Kept = ((usize, usize), Arc<Storage>);
+        let mut kept: smallvec::SmallVec<[Kept; 8]> = smallvec::SmallVec::new();
+        for (st, r) in results.into_iter().enumerate() {
+            for (k, b) in r.into_iter().enumerate() {
+                if let Some(b) = b {
+                    kept.push(((st, k), Storage::from_host_arc(Arc::new(b))));
+                }
+            }
+        }
         Ok(self.outputs_from(ins, |st, k| {
-            Storage::from_host_arc(results[st][k].clone().expect("outputs are kept"))
+            kept.iter()
+                .find(|(at, _)| *at == (st, k))
+                .map(|(_, s)| s.clone())
+                .expect("outputs are kept")
         }))
     }
 
@@ -840,7 +874,7 @@ impl<I: Arrays> Sequence<I, I> {
         let mut cur = inputs.clone();
         let mut n = 0;
         while n < max {
-            let mut data = cur.to_bundle().outs;
+            let mut data = cur.into_bundle().outs;
             let k = every.min(max - n);
             for _ in 0..k {
                 data = self.replay_data(data)?;

@@ -2,6 +2,7 @@
 //! library's arrays live in on the CPU, handed to kernels without copying.
 
 use crate::planes::{from_storage, scalar_lanes, to_storage};
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use weft_ir::abi::{storage_bytes, PAD};
 use weft_ir::interp::HostArray;
@@ -16,6 +17,10 @@ use weft_ir::{Const, Type};
 #[derive(Debug)]
 pub struct HostBuffer {
     elem: Type,
+    /// `elem`'s scalar type and tuple lanes (kept: every plane access needs them, and a
+    /// tuple type's lookup takes the type interner's lock).
+    scalar: weft_ir::ScalarType,
+    lanes: u8,
     len: usize,
     stride: usize,
     /// The allocation: the planes begin `off` words in (the first 64-byte boundary), and it
@@ -56,8 +61,8 @@ impl Drop for HostBuffer {
 ///
 /// A buffer returns to its pool only when dropped (nothing can see it then), so reuse never
 /// aliases a live buffer.
-static POOL: Mutex<Vec<Vec<u64>>> = Mutex::new(Vec::new());
-static SMALL: Mutex<Vec<Vec<u64>>> = Mutex::new(Vec::new());
+static POOL: Mutex<VecDeque<Vec<u64>>> = Mutex::new(VecDeque::new());
+static SMALL: Mutex<VecDeque<Vec<u64>>> = Mutex::new(VecDeque::new());
 /// Smallest allocation of the large pool (words).
 const POOL_MIN_WORDS: usize = 1 << 15;
 /// Most memory the large pool holds.
@@ -65,7 +70,7 @@ const POOL_MAX_BYTES: usize = 1 << 30;
 /// Most allocations the small pool holds (at most 16 MiB).
 const SMALL_KEPT: usize = 64;
 
-fn pool_lock(words: usize) -> std::sync::MutexGuard<'static, Vec<Vec<u64>>> {
+fn pool_lock(words: usize) -> std::sync::MutexGuard<'static, VecDeque<Vec<u64>>> {
     let pool = if words < POOL_MIN_WORDS {
         &SMALL
     } else {
@@ -74,14 +79,36 @@ fn pool_lock(words: usize) -> std::sync::MutexGuard<'static, Vec<Vec<u64>>> {
     pool.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Small allocations each thread keeps in front of the shared pool ([`SMALL`]): a launch
+/// replayed in a loop frees and takes buffers of the same sizes on one thread, and this
+/// needs no lock (two locked atomics per take and per give otherwise).
+const LOCAL_KEPT: usize = 16;
+
+thread_local! {
+    static LOCAL: std::cell::RefCell<Vec<Vec<u64>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// A pooled vector of exactly `words` initialised words (stale contents), if one is free.
 fn pool_take(words: usize) -> Option<Vec<u64>> {
     if words == 0 {
         return None;
     }
+    if words < POOL_MIN_WORDS {
+        let local = LOCAL
+            .try_with(|l| {
+                let mut l = l.borrow_mut();
+                let i = l.iter().rposition(|v| v.len() == words)?;
+                Some(l.swap_remove(i))
+            })
+            .ok()
+            .flatten();
+        if local.is_some() {
+            return local;
+        }
+    }
     let mut p = pool_lock(words);
     let i = p.iter().rposition(|v| v.len() == words)?;
-    Some(p.swap_remove(i))
+    p.swap_remove_back(i)
 }
 
 fn pool_give(v: Vec<u64>) {
@@ -89,23 +116,39 @@ fn pool_give(v: Vec<u64>) {
         return;
     }
     let small = v.len() < POOL_MIN_WORDS;
+    let v = if small {
+        // Kept by this thread when it has room (else, or while it exits, the shared pool).
+        let mut v = Some(v);
+        let _ = LOCAL.try_with(|l| {
+            let mut l = l.borrow_mut();
+            if l.len() < LOCAL_KEPT {
+                l.extend(v.take());
+            }
+        });
+        match v {
+            Some(v) => v,
+            None => return,
+        }
+    } else {
+        v
+    };
     let mut p = pool_lock(v.len());
     if small {
         if p.len() == SMALL_KEPT {
             // The oldest goes.
-            p.remove(0);
+            p.pop_front();
         }
-        p.push(v);
+        p.push_back(v);
         return;
     }
     let held: usize = p.iter().map(|v| v.len() * 8).sum();
     if held + v.len() * 8 > POOL_MAX_BYTES {
         if let Some(i) = (0..p.len()).min_by_key(|&i| p[i].len()) {
-            p.swap_remove(i);
+            p.swap_remove_back(i);
         }
         return;
     }
-    p.push(v);
+    p.push_back(v);
 }
 
 impl HostBuffer {
@@ -135,9 +178,26 @@ impl HostBuffer {
         HostBuffer::try_alloc(elem, len).map(|(b, _)| b)
     }
 
+    /// [`HostBuffer::try_for_output`] whose padding is not zeroed yet: for a kernel's
+    /// output whose padding the caller zeroes after the kernel ran (its masked last block
+    /// may store there), which would otherwise be zeroed twice.
+    pub(crate) fn try_for_kernel(elem: Type, len: usize) -> Option<HostBuffer> {
+        HostBuffer::try_alloc_raw(elem, len).map(|(b, _)| b)
+    }
+
     /// A buffer with zero padding, and whether its elements are stale (pooled) rather than
     /// zero (fresh).
     fn try_alloc(elem: Type, len: usize) -> Option<(HostBuffer, bool)> {
+        let (mut b, stale) = HostBuffer::try_alloc_raw(elem, len)?;
+        if stale {
+            b.zero_padding();
+        }
+        Some((b, stale))
+    }
+
+    /// A buffer whose padding is zero only when it is fresh, and whether its contents are
+    /// stale (pooled) rather than zero (fresh).
+    fn try_alloc_raw(elem: Type, len: usize) -> Option<(HostBuffer, bool)> {
         let (s, nl) = scalar_lanes(elem);
         let stride = len.checked_add(PAD)?.div_ceil(PAD) * PAD;
         let bytes = weft_ir::host::byte_len(stride, storage_bytes(s) * nl).ok()?;
@@ -146,14 +206,15 @@ impl HostBuffer {
             Some(w) => (w, true),
             None => (weft_ir::host::try_zeroed_words(words)?, false),
         };
-        let mut b = HostBuffer {
+        let b = HostBuffer {
             elem,
+            scalar: s,
+            lanes: nl as u8,
             len,
             stride,
             off: align_off(&words),
             words,
         };
-        b.zero_padding();
         Some((b, stale))
     }
 
@@ -220,7 +281,7 @@ impl HostBuffer {
 
     /// Tuple lanes per element (1 for a scalar), i.e. the number of planes.
     pub fn lanes(&self) -> usize {
-        scalar_lanes(self.elem).1
+        usize::from(self.lanes)
     }
 
     /// Elements per plane (`len` plus padding).
@@ -230,7 +291,7 @@ impl HostBuffer {
 
     /// Bytes of one lane in storage (4 or 8).
     pub fn lane_bytes(&self) -> usize {
-        storage_bytes(scalar_lanes(self.elem).0)
+        storage_bytes(self.scalar)
     }
 
     /// All planes as bytes, plane after plane (`lanes() × stride() × lane_bytes()` bytes).
@@ -264,7 +325,7 @@ impl HostBuffer {
 
     /// Plane `l` as `f32`s, when the element's scalar type is f32 (else `None`).
     pub fn plane_f32(&self, l: usize) -> Option<&[f32]> {
-        (scalar_lanes(self.elem).0 == weft_ir::ScalarType::F32).then(|| {
+        (self.scalar == weft_ir::ScalarType::F32).then(|| {
             let p = self.plane(l);
             // SAFETY: planes start at multiples of 64 bytes from an 8-aligned base; any bit
             // pattern is an f32.
@@ -278,13 +339,13 @@ impl HostBuffer {
         let p = &self.plane(l)[e * b..(e + 1) * b];
         let mut w = [0u8; 8];
         w[..b].copy_from_slice(p);
-        from_storage(scalar_lanes(self.elem).0, u64::from_le_bytes(w))
+        from_storage(self.scalar, u64::from_le_bytes(w))
     }
 
     /// Sets lane `l` of element `e` from canonical lane bits.
     pub fn set_bits(&mut self, e: usize, l: usize, bits: u64) {
         let b = self.lane_bytes();
-        let raw = to_storage(scalar_lanes(self.elem).0, bits).to_le_bytes();
+        let raw = to_storage(self.scalar, bits).to_le_bytes();
         self.plane_mut(l)[e * b..(e + 1) * b].copy_from_slice(&raw[..b]);
     }
 
@@ -293,7 +354,7 @@ impl HostBuffer {
     ///
     /// [`bits`]: HostBuffer::bits
     pub fn lane_run(&self, l: usize, start: usize, n: usize) -> impl Iterator<Item = u64> + '_ {
-        let s = scalar_lanes(self.elem).0;
+        let s = self.scalar;
         let b = self.lane_bytes();
         self.plane(l)[start * b..(start + n) * b]
             .chunks_exact(b)
@@ -309,7 +370,7 @@ impl HostBuffer {
     ///
     /// [`set_bits`]: HostBuffer::set_bits
     pub fn set_lane_run(&mut self, l: usize, start: usize, bits: impl Iterator<Item = u64>) {
-        let s = scalar_lanes(self.elem).0;
+        let s = self.scalar;
         let b = self.lane_bytes();
         for (p, x) in self.plane_mut(l)[start * b..].chunks_exact_mut(b).zip(bits) {
             p.copy_from_slice(&to_storage(s, x).to_le_bytes()[..b]);

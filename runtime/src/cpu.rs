@@ -369,7 +369,15 @@ fn env_timeout() -> Option<Duration> {
     *T.get_or_init(|| crate::watchdog::timeout_from_env().ok().flatten())
 }
 
-struct Ctx(Vec<u64>);
+/// A launch's context words (docs/abi.md), inline up to [`CTX_INLINE`] words so that a
+/// replayed launch's copy allocates nothing.
+struct Ctx(Words);
+
+/// Context words a [`Ctx`] holds without allocating.
+const CTX_INLINE: usize = 32;
+
+/// Context words.
+type Words = smallvec::SmallVec<[u64; CTX_INLINE]>;
 // SAFETY: the context block holds addresses of buffers that live for the whole launch; the
 // kernels only read the block, and write disjoint element ranges of the output planes.
 unsafe impl Sync for Ctx {}
@@ -859,7 +867,7 @@ impl CpuDevice {
         name: &str,
         n: usize,
     ) -> Result<(), RuntimeError> {
-        let mut ctx = Ctx(ctx.words);
+        let mut ctx = Ctx(Words::from_vec(ctx.words));
         // SAFETY: forwarded contract.
         let entry = unsafe { kernel.entry() };
         let threads = rayon::current_num_threads().max(1);
@@ -867,9 +875,10 @@ impl CpuDevice {
         let ranges: Vec<(usize, usize)> = (0..n.div_ceil(chunk))
             .map(|c| (c * chunk, ((c + 1) * chunk).min(n)))
             .collect();
+        // Work-groups run over every thread: always counted.
         watched(
             &mut ctx,
-            kernel.layout().abort,
+            (kernel.layout().abort, usize::MAX),
             name,
             self.timeout(),
             |ctx, abort| {
@@ -994,7 +1003,7 @@ impl CpuDevice {
         Ok(Launch {
             kernel,
             split,
-            ctx: Ctx(words),
+            ctx: Ctx(Words::from_vec(words)),
             _inputs: keep,
             outs,
             out_types: p.outputs.iter().map(|o| o.ty).collect(),
@@ -1081,7 +1090,7 @@ impl CpuDevice {
         Ok(BufferLaunch {
             kernel,
             split,
-            ctx: Ctx(words),
+            ctx: Ctx(Words::from_vec(words)),
             outs,
             plan,
             n,
@@ -1146,7 +1155,7 @@ pub struct BoundLaunch {
     prog: Arc<CpuProgram>,
     plan: Arc<Plan>,
     /// The context words with everything but the plane addresses of arrays and outputs.
-    words: Vec<u64>,
+    words: Words,
     /// One entry per parameter: `Some` for arrays.
     arrays: Vec<Option<crate::plan::BoundArray>>,
     /// The outputs' element types and first context words.
@@ -1194,7 +1203,7 @@ impl CpuDevice {
         Ok(BoundLaunch {
             prog: prog.clone(),
             plan,
-            words: ctx.words,
+            words: Words::from_vec(ctx.words),
             arrays,
             outs,
             split: Mutex::new(None),
@@ -1213,11 +1222,12 @@ impl CpuDevice {
         b: &BoundLaunch,
         bufs: &[Option<(&HostBuffer, usize)>],
     ) -> Result<Vec<HostBuffer>, RuntimeError> {
-        let (cur, mut ctx, mut outs, split) = self.bound_words(b, bufs)?;
+        let mut ctx = Ctx(Words::new());
+        let (cur, mut outs, split) = self.bound_words(b, bufs, &mut ctx.0)?;
         let (code, n) = (&cur.code, b.plan.n);
         watched(
             &mut ctx,
-            code.layout().abort,
+            (code.layout().abort, n),
             cur.prepared.name(),
             self.timeout(),
             |ctx, abort| run_split(code, split.as_ref(), ctx, n, abort),
@@ -1240,7 +1250,8 @@ impl CpuDevice {
         bufs: &[Option<(&HostBuffer, usize)>],
         output: usize,
     ) -> Result<(Vec<HostBuffer>, HostBuffer), RuntimeError> {
-        let (cur, mut ctx, mut outs, split) = self.bound_words(b, bufs)?;
+        let mut ctx = Ctx(Words::new());
+        let (cur, mut outs, split) = self.bound_words(b, bufs, &mut ctx.0)?;
         let name = cur.prepared.name_shared().clone();
         let budget = Budget {
             word: cur.code.layout().abort,
@@ -1256,16 +1267,18 @@ impl CpuDevice {
     }
 
     /// What a run of bound launch `b` over `bufs` needs: the program's current code, the
-    /// context words with every address placed, fresh output buffers, and the split.
-    #[allow(clippy::type_complexity)]
+    /// context words with every address placed (into `words`, in place: a context is a few
+    /// hundred bytes), fresh output buffers, and the split.
     fn bound_words<'b>(
         &self,
         b: &'b BoundLaunch,
         bufs: &[Option<(&HostBuffer, usize)>],
-    ) -> Result<(&'b CpuProgram, Ctx, Vec<HostBuffer>, Option<Split>), RuntimeError> {
+        words: &mut Words,
+    ) -> Result<(&'b CpuProgram, Vec<HostBuffer>, Option<Split>), RuntimeError> {
         let cur = b.prog.current();
         let p = cur.prepared.program();
-        let mut words = b.words.clone();
+        words.clear();
+        words.extend_from_slice(&b.words);
         for (a, buf) in b.arrays.iter().zip(bufs) {
             let (Some(a), Some((buf, offset))) = (a, buf) else {
                 continue;
@@ -1284,7 +1297,7 @@ impl CpuDevice {
         let mut outs: Vec<HostBuffer> = b
             .outs
             .iter()
-            .map(|&(ty, _)| HostBuffer::try_for_output(ty, n))
+            .map(|&(ty, _)| HostBuffer::try_for_kernel(ty, n))
             .collect::<Option<_>>()
             .ok_or_else(|| too_big_to_allocate(&p.name, &b.plan.shape))?;
         for (o, &(_, w)) in outs.iter_mut().zip(&b.outs) {
@@ -1292,7 +1305,10 @@ impl CpuDevice {
                 words[w + l] = o.plane_mut(l).as_mut_ptr() as u64;
             }
         }
-        let split = {
+        let split = if cur.interior.is_none() {
+            // No stencil reads: no split (and no lock).
+            None
+        } else {
             let key = Arc::as_ptr(&cur.code) as usize;
             let mut last = b.split.lock().unwrap_or_else(|e| e.into_inner());
             match &*last {
@@ -1309,7 +1325,7 @@ impl CpuDevice {
                 }
             }
         };
-        Ok((cur, Ctx(words), outs, split))
+        Ok((cur, outs, split))
     }
 }
 
@@ -1446,25 +1462,34 @@ fn llvm_host(
     )?)
 }
 
-/// One run of a launch of `program` under the watchdog: points the context's abort word at
-/// a fresh flag (raised once `budget` has passed), runs `body` with it, and turns a raised
-/// flag into [`RuntimeError::Timeout`]. The abort word is reset afterwards.
+/// One run of a launch of `program` (`n` elements) under the watchdog: points the context's
+/// abort word (`word`) at a fresh flag (raised once `budget` has passed), runs `body` with
+/// it, and turns a raised flag into [`RuntimeError::Timeout`]. The abort word is reset
+/// afterwards.
 fn watched(
     ctx: &mut Ctx,
-    word: usize,
+    (word, n): (usize, usize),
     program: &str,
     budget: Option<Duration>,
     body: impl FnOnce(&Ctx, &AbortFlag),
 ) -> Result<(), RuntimeError> {
-    // Counted while it runs (the tiered JIT's background compiler waits for none).
-    struct Running;
+    // Counted while it runs (the tiered JIT's background compiler waits for none), when it
+    // may use more than the calling thread: a launch of at most `SERIAL_LIMIT` elements
+    // leaves the other cores free, and the count's two locked atomics cost as much as a
+    // small launch's kernel.
+    struct Running(bool);
     impl Drop for Running {
         fn drop(&mut self) {
-            LAUNCHES.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            if self.0 {
+                LAUNCHES.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     }
-    LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let _running = Running;
+    let counted = n > SERIAL_LIMIT;
+    if counted {
+        LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    let _running = Running(counted);
     let watch = Watch::start(budget).map_err(|message| RuntimeError::Watchdog {
         program: program.to_string(),
         message,
@@ -1553,7 +1578,7 @@ fn run_reduced_split(
     let word = kernel.layout().outputs[output];
     watched(
         ctx,
-        watch.word,
+        (watch.word, n),
         &watch.program,
         watch.budget,
         |ctx, abort| {
@@ -1817,9 +1842,13 @@ impl BufferLaunch<'_> {
     pub fn run(&mut self) -> Result<(), RuntimeError> {
         let (kernel, n, w) = (&self.kernel, self.n, &self.watch);
         let split = self.split.as_ref();
-        watched(&mut self.ctx, w.word, &w.program, w.budget, |ctx, abort| {
-            run_split(kernel, split, ctx, n, abort)
-        })
+        watched(
+            &mut self.ctx,
+            (w.word, n),
+            &w.program,
+            w.budget,
+            |ctx, abort| run_split(kernel, split, ctx, n, abort),
+        )
     }
 
     /// The output buffers as they are before a run: what a launch fused to this one reads
@@ -1904,11 +1933,17 @@ impl BufferLaunch<'_> {
         let mut a_ctx = Ctx(self.ctx.0.clone());
         let mut b_ctx = Ctx(consumer.ctx.0.clone());
         let (b_abort, split) = (consumer.watch.word, self.split.as_ref());
-        watched(&mut a_ctx, w.word, &w.program, w.budget, |a_ctx, abort| {
-            b_ctx.0[b_abort] = abort.addr();
-            let a = (&*self.kernel, split, a_ctx);
-            run_fused_split(a, self.n, (&consumer.kernel, &b_ctx), &f, abort)
-        })
+        watched(
+            &mut a_ctx,
+            (w.word, self.n),
+            &w.program,
+            w.budget,
+            |a_ctx, abort| {
+                b_ctx.0[b_abort] = abort.addr();
+                let a = (&*self.kernel, split, a_ctx);
+                run_fused_split(a, self.n, (&consumer.kernel, &b_ctx), &f, abort)
+            },
+        )
     }
 
     /// The output buffers (`n` elements each; padding zeroed).
@@ -1955,9 +1990,13 @@ impl Launch {
     pub fn run(&mut self) -> Result<(), RuntimeError> {
         let (kernel, n, w) = (&self.kernel, self.n, &self.watch);
         let split = self.split.as_ref();
-        watched(&mut self.ctx, w.word, &w.program, w.budget, |ctx, abort| {
-            run_split(kernel, split, ctx, n, abort)
-        })
+        watched(
+            &mut self.ctx,
+            (w.word, n),
+            &w.program,
+            w.budget,
+            |ctx, abort| run_split(kernel, split, ctx, n, abort),
+        )
     }
 
     /// The outputs as host arrays of the launch shape.
