@@ -258,6 +258,15 @@ impl Program {
         self.launch(dev, args, Some(shape))
     }
 
+    /// The launch of this program on the array `d` alone (its one open input; captured
+    /// uniforms at their values now), prepared but not run: a device loop's stop test
+    /// ([`crate::Sequence::until_program`]).
+    pub(crate) fn prepare_on(&self, d: ArrayData) -> Result<crate::exec::Prepared> {
+        self.check_recordable()?;
+        let all = self.inputs(vec![Arg(ArgVal::Array(d))])?;
+        prepare(self.module_arc(), self.name(), all, None)
+    }
+
     #[track_caller]
     fn launch<R: Outputs>(
         &self,

@@ -411,6 +411,22 @@ impl<I: Arrays, O: Arrays> Sequence<I, O> {
     }
 
     fn replay_data(&self, inputs: Vec<ArrayData>) -> Result<Vec<ArrayData>> {
+        let ins = self.checked_inputs(inputs)?;
+        if self.all_cpu {
+            return self.replay_cpu(&ins);
+        }
+        if self.all_cuda.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Some(outs) = self.replay_cuda(&ins)? {
+                return Ok(outs);
+            }
+            self.all_cuda
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.replay_general(&ins)
+    }
+
+    /// `inputs` checked against the recorded signatures, each contiguous.
+    fn checked_inputs(&self, inputs: Vec<ArrayData>) -> Result<smallvec::SmallVec<[ArrayData; 6]>> {
         if inputs.len() != self.inputs.len() {
             return Err(Error::argument(format!(
                 "the sequence takes {} inputs, {} were given",
@@ -444,16 +460,11 @@ impl<I: Arrays, O: Arrays> Sequence<I, O> {
             }
             ins.push(d);
         }
-        if self.all_cpu {
-            return self.replay_cpu(&ins);
-        }
-        if self.all_cuda.load(std::sync::atomic::Ordering::Relaxed) {
-            if let Some(outs) = self.replay_cuda(&ins)? {
-                return Ok(outs);
-            }
-            self.all_cuda
-                .store(false, std::sync::atomic::Ordering::Relaxed);
-        }
+        Ok(ins)
+    }
+
+    /// A replay through the ordinary launch path (the interpreter, several devices).
+    fn replay_general(&self, ins: &[ArrayData]) -> Result<Vec<ArrayData>> {
         let mut results: Vec<smallvec::SmallVec<[Arc<Storage>; 4]>> =
             Vec::with_capacity(self.steps.len());
         let view = |s: &Slot, results: &[smallvec::SmallVec<[Arc<Storage>; 4]>]| match s.src {
@@ -488,7 +499,7 @@ impl<I: Arrays, O: Arrays> Sequence<I, O> {
             let outs = run(&step.dev, &l).map_err(failed)?;
             results.push(outs.into_iter().map(Storage::from_resident).collect());
         }
-        Ok(self.outputs_from(&ins, |st, k| results[st][k].clone()))
+        Ok(self.outputs_from(ins, |st, k| results[st][k].clone()))
     }
 }
 
@@ -886,5 +897,255 @@ impl<I: Arrays> Sequence<I, I> {
             }
         }
         Ok((cur, n))
+    }
+
+    /// Replays the sequence, each replay taking the previous one's outputs, until the
+    /// program `stop` applied to output `output` (a one-element array) gives `true`, or
+    /// `max` replays ran; `stop` is a map program of one input (that element) and one
+    /// `bool` output, with any host `Uniform`s read at the call. Returns the last outputs and
+    /// the number of replays run (0 when `max` is 0).
+    ///
+    /// On one GPU whose driver has conditional graph nodes (CUDA 12.4 or later) and a CUDA
+    /// device runtime library to link with (`libcudadevrt.a` under `CUDA_HOME`, `CUDA_PATH`
+    /// or `/usr/local/cuda`, or the file `WEFT_CUDADEVRT` names), the whole loop is one
+    /// CUDA graph (Warp's `capture_while`): a while node whose body replays the sequence
+    /// twice — in place on two sets of buffers, so each half reads what the other wrote —
+    /// with `stop` and a condition kernel after each replay; the host waits once and reads
+    /// the replay count. Elsewhere (the CPU, the interpreter, other drivers) it is
+    /// [`Sequence::until`] with `stop` run after every replay. The outputs are the same
+    /// bits either way, and the replays run are the same.
+    ///
+    /// # Errors
+    /// No output `output`, or not a one-element array; `stop` not of one input and one
+    /// `bool` output; as [`Sequence::replay`].
+    pub fn until_program(
+        &self,
+        inputs: &I,
+        stop: &crate::dsl::Program,
+        output: usize,
+        max: usize,
+    ) -> Result<(I, usize)> {
+        let outs = self.outputs.len();
+        if output >= outs {
+            return Err(Error::argument(format!(
+                "until_program: the sequence has {outs} outputs, not an output {output}"
+            )));
+        }
+        let d = inputs.to_bundle().outs.swap_remove(output);
+        if d.len() != 1 {
+            return Err(Error::argument(format!(
+                "until_program: output {output} has {} elements; the stop test reads a \
+                 one-element array",
+                d.len()
+            )));
+        }
+        let p = stop.ir();
+        let bool_t = Type::scalar(weft_ir::ScalarType::Bool);
+        if p.outputs.len() != 1 || p.outputs[0].ty != bool_t {
+            return Err(Error::argument(format!(
+                "until_program: @{} must give one bool output",
+                stop.name()
+            )));
+        }
+        // The stop test, prepared on the input's signature (the output's, too).
+        let test = stop.prepare_on(d)?;
+        if max == 0 {
+            return Ok((inputs.clone(), 0));
+        }
+        if self.all_cuda.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Some(r) = self.until_cuda(inputs, &test, output, max)? {
+                return Ok(r);
+            }
+        }
+        let dev = self
+            .steps
+            .first()
+            .map_or_else(Device::current, |s| s.dev.clone());
+        self.until(inputs, 1, max, |s| {
+            let mut l = test.clone();
+            let d = s.to_bundle().outs.swap_remove(output);
+            for a in &mut l.args {
+                if let ArgVal::Array(x) = a {
+                    if x.len() == 1 && x.elem == d.elem {
+                        *x = d;
+                        break;
+                    }
+                }
+            }
+            let flag = crate::exec::run_arrays(&dev, &l)?;
+            let Source::Stored(st) = &flag[0].source else {
+                unreachable!("launch outputs are stored")
+            };
+            Ok(st.element(0)?.lane_bits()[0] != 0)
+        })
+    }
+
+    /// [`Sequence::until_program`] on one GPU as a graph with conditional nodes
+    /// ([`CudaDevice::run_loop_graph`]): `None` when the device does not run device loops
+    /// or the sequence does not suit one (an output that is an input or a part of a launch
+    /// result, two outputs from one result, a launch that cannot be bound, more than
+    /// `u32::MAX` replays); nothing ran then.
+    fn until_cuda(
+        &self,
+        inputs: &I,
+        test: &Prepared,
+        output: usize,
+        max: usize,
+    ) -> Result<Option<(I, usize)>> {
+        let crate::device::Kind::Cuda(gpu) = &*self.steps[0].dev.0 else {
+            return Ok(None);
+        };
+        let Ok(max) = u32::try_from(max) else {
+            return Ok(None);
+        };
+        if !gpu.supports_device_loops() {
+            return Ok(None);
+        }
+        // Output j comes whole from result `at[j]` of a launch, no two from one.
+        let mut at: smallvec::SmallVec<[(usize, usize); 6]> = smallvec::SmallVec::new();
+        for o in &self.outputs {
+            let OutSrc::Slot(Slot {
+                src: Src::Out(st, k),
+                offset: 0,
+                shape,
+                ..
+            }) = o
+            else {
+                return Ok(None);
+            };
+            let whole: usize = self.steps[*st].shape.iter().product();
+            if shape.iter().product::<usize>() != whole || at.contains(&(*st, *k)) {
+                return Ok(None);
+            }
+            at.push((*st, *k));
+        }
+        let ins = self.checked_inputs(inputs.to_bundle().outs)?;
+        // The state in two sets of buffers: `x` (a copy of the inputs, never the caller's)
+        // and `t`; the first half of a trip reads `x` and writes `t`, the second the other
+        // way round.
+        let x = ins
+            .iter()
+            .map(|d| {
+                let b = input_storage(d).cuda(gpu)?;
+                Ok(gpu.copy_buffer(&b, d.offset, d.len())?)
+            })
+            .collect::<Result<Vec<CudaBuffer>>>()?;
+        let t = x
+            .iter()
+            .map(|b| Ok(gpu.copy_buffer(b, 0, b.len())?))
+            .collect::<Result<Vec<CudaBuffer>>>()?;
+        let stop = Step {
+            dev: self.steps[0].dev.clone(),
+            module: test.module.clone(),
+            program: test.program,
+            args: test
+                .args
+                .iter()
+                .map(|a| match a {
+                    ArgVal::Array(d) if d.len() == 1 => StepArg::Slot(Slot {
+                        src: Src::Input(output),
+                        offset: 0,
+                        shape: d.shape.clone(),
+                        boundary: d.boundary,
+                    }),
+                    a => StepArg::Fixed(a.clone()),
+                })
+                .collect(),
+            shape: test.shape.clone(),
+            bound: OnceLock::new(),
+            cuda_bound: OnceLock::new(),
+            reduce: None,
+        };
+        // Every buffer a half's launches use, held until the graph has run.
+        let mut held: Vec<CudaBuffer> = Vec::new();
+        let mut words: Vec<u64> = Vec::new();
+        let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut flags: Vec<CudaBuffer> = Vec::new();
+        for (from, to) in [(&x, &t), (&t, &x)] {
+            let mut results: Vec<smallvec::SmallVec<[Option<CudaBuffer>; 4]>> =
+                Vec::with_capacity(self.steps.len());
+            for (si, step) in self.steps.iter().chain([&stop]).enumerate() {
+                let last = si == self.steps.len();
+                let slot = |s: &Slot| -> (&CudaBuffer, usize) {
+                    match s.src {
+                        Src::Input(i) if last => (&to[i], s.offset),
+                        Src::Input(i) => (&from[i], s.offset),
+                        Src::Out(st, k) => (
+                            results[st][k]
+                                .as_ref()
+                                .expect("released after its last use"),
+                            s.offset,
+                        ),
+                    }
+                };
+                let bound = match step.cuda_bound.get() {
+                    Some(b) => b,
+                    None => {
+                        let b = bind_cuda(gpu, step, &slot)?;
+                        step.cuda_bound.get_or_init(|| b)
+                    }
+                };
+                let Some(bound) = bound else {
+                    return Ok(None);
+                };
+                let start = words.len();
+                let mut outs = {
+                    let bufs = step_args(
+                        step,
+                        &bound.fixed,
+                        |b| b,
+                        &slot,
+                        |buf, offset, _| Some((buf, offset)),
+                        |_| None,
+                    );
+                    gpu.bound_words(&bound.launch, &bufs, &mut words)?
+                };
+                ranges.push(start..words.len());
+                if last {
+                    flags.push(outs.swap_remove(0));
+                    continue;
+                }
+                // The sequence's outputs go to this half's state buffers.
+                for (j, &(st, k)) in at.iter().enumerate() {
+                    if st == si {
+                        gpu.redirect_output(&bound.launch, &mut words[start..], k, &to[j])?;
+                        outs[k] = to[j].clone();
+                    }
+                }
+                held.extend(outs.iter().cloned());
+                results.push(outs.into_iter().map(Some).collect());
+                for &(st, k) in &self.release[si] {
+                    results[st][k] = None;
+                }
+            }
+        }
+        let n = self.steps.len() + 1;
+        let launches: Vec<(&CudaBoundLaunch, &[u64])> = self
+            .steps
+            .iter()
+            .chain([&stop])
+            .cycle()
+            .zip(&ranges)
+            .map(|(s, r)| {
+                let b = s.cuda_bound.get().and_then(Option::as_ref);
+                (&b.expect("bound above").launch, &words[r.clone()])
+            })
+            .collect();
+        let runs = gpu
+            .run_loop_graph(&launches[..n], &launches[n..], [&flags[0], &flags[1]], max)
+            .map_err(|e| Error::argument(format!("device loop failed: {e}")))?;
+        drop(held);
+        let Some(runs) = runs else {
+            return Ok(None);
+        };
+        let last = if runs % 2 == 1 { &t } else { &x };
+        let outs = self.outputs_from(&ins, |st, k| {
+            let j = at
+                .iter()
+                .position(|&a| a == (st, k))
+                .expect("every output is a launch result");
+            Storage::from_resident(crate::array::Resident::Cuda(last[j].clone()))
+        });
+        Ok(Some((I::from_bundle(Bundle { outs })?, runs as usize)))
     }
 }

@@ -7,7 +7,7 @@
 //! `cargo run --release -p weft-workloads --example cg [DEVICE] [lund_a | poisson:M] [TOL] [MAXIT]`
 
 use crate::data::Csr;
-use weft::dsl::{for_, index, In, InArray, Out, Param, Program, Value1d, Value1i};
+use weft::dsl::{for_, index, In, InArray, Out, Param, Program, Uniform, Value1d, Value1i};
 use weft::ir::Boundary;
 use weft::{sum, sum_array, Array, Device, Result, Sequence};
 
@@ -126,6 +126,16 @@ fn direction_program(name: &str, beta: impl Fn() -> Value1d) -> Result<Program> 
         let p = In::<Value1d>::named("p");
         let beta = beta();
         Out::named("p", r + beta * p);
+    })
+}
+
+/// CG's convergence test on the device: `√rr / bnorm < tol` in f64, the host's expression
+/// (square root and division correctly rounded, so the same answer).
+fn stop_program(bnorm: f64, tol: f64) -> Result<Program> {
+    let (bnorm, tol) = (Uniform::named("bnorm", bnorm), Uniform::named("tol", tol));
+    Program::record_named("cg_stop", move || {
+        let rr = In::<Value1d>::named("rr");
+        Out::named("stop", (rr.sqrt() / bnorm.value()).lt(tol.value()));
     })
 }
 
@@ -310,7 +320,15 @@ pub fn cg_recorded(
         let mut it = 1;
         let mut state = first;
         if res(&state.3)? >= tol && maxit > 1 {
-            let (s, k) = seq.until(&state, every.max(1), maxit - 1, |s| Ok(res(&s.3)? < tol))?;
+            let (s, k) = if dev.is_cuda() {
+                // On a GPU the convergence test runs on the device after every iteration
+                // (the whole loop one CUDA graph where the driver has conditional nodes):
+                // the host's test in f64, so the same iterations.
+                let stop = stop_program(bnorm, tol)?;
+                seq.until_program(&state, &stop, 3, maxit - 1)?
+            } else {
+                seq.until(&state, every.max(1), maxit - 1, |s| Ok(res(&s.3)? < tol))?
+            };
             state = s;
             it += k;
         }

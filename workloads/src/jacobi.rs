@@ -8,7 +8,7 @@
 //!
 //! `cargo run --release -p weft-workloads --example jacobi [DEVICE] [N] [TOL] [MAX_SWEEPS]`
 
-use weft::dsl::{index, select, shape, InArray, Out, Program, Value1f};
+use weft::dsl::{index, select, shape, In, InArray, Out, Program, Uniform, Value1f};
 use weft::ir::Boundary;
 use weft::{Array, Device, Reduction, Result, Sequence};
 
@@ -126,9 +126,20 @@ pub fn jacobi_recorded(
             delta = first.1.get(0)?.unwrap_or(f32::INFINITY);
             let mut state = first;
             if delta >= tol && periods > 1 {
-                let (s, k) = seq.until(&state, 1, periods - 1, |s| {
-                    Ok(s.1.get(0)?.unwrap_or(f32::INFINITY) < tol)
-                })?;
+                let (s, k) = if dev.is_cuda() {
+                    // The test on the device: the loop is one CUDA graph where the driver
+                    // has conditional nodes.
+                    let limit = Uniform::named("tol", tol);
+                    let stop = Program::record_named("jacobi_stop", move || {
+                        let d = In::<Value1f>::named("delta");
+                        Out::named("stop", d.lt(limit.value()));
+                    })?;
+                    seq.until_program(&state, &stop, 1, periods - 1)?
+                } else {
+                    seq.until(&state, 1, periods - 1, |s| {
+                        Ok(s.1.get(0)?.unwrap_or(f32::INFINITY) < tol)
+                    })?
+                };
                 state = s;
                 sweeps += k * CHECK;
                 delta = state.1.get(0)?.unwrap_or(f32::INFINITY);

@@ -336,3 +336,385 @@ impl CudaDevice {
         Ok(g)
     }
 }
+
+/// The condition kernel of a device loop ([`CudaDevice::run_loop_graph`]), PTX with the
+/// target filled in: one thread adds one to the replay counter at `counter`, and sets the
+/// loop's conditional handle `hw` (and, when not 0, `hi`, the second half's) to 1 while the
+/// stop flag at `flag` (a `bool` launch output, 4 bytes) is 0 and the counter is below
+/// `max`, else 0. `cudaGraphSetConditional` comes from the CUDA device runtime library.
+const LOOP_COND_PTX: &str = r#".version {VERSION}
+.target sm_{SM}
+.address_size 64
+
+.extern .func cudaGraphSetConditional
+(
+	.param .b64 h,
+	.param .b32 v
+)
+;
+
+.visible .entry weft_loop_cond(
+	.param .u64 hw,
+	.param .u64 hi,
+	.param .u64 flag,
+	.param .u64 counter,
+	.param .u32 max
+)
+{
+	.reg .pred 	%p<4>;
+	.reg .b32 	%r<8>;
+	.reg .b64 	%rd<8>;
+
+	ld.param.u64 	%rd1, [hw];
+	ld.param.u64 	%rd2, [hi];
+	ld.param.u64 	%rd3, [flag];
+	ld.param.u64 	%rd4, [counter];
+	ld.param.u32 	%r1, [max];
+	cvta.to.global.u64 	%rd5, %rd3;
+	cvta.to.global.u64 	%rd6, %rd4;
+	ld.global.u32 	%r2, [%rd6];
+	add.s32 	%r3, %r2, 1;
+	st.global.u32 	[%rd6], %r3;
+	ld.global.u32 	%r4, [%rd5];
+	setp.eq.s32 	%p1, %r4, 0;
+	setp.lt.u32 	%p2, %r3, %r1;
+	and.pred 	%p3, %p1, %p2;
+	selp.u32 	%r5, 1, 0, %p3;
+	{
+	.param .b64 param0;
+	st.param.b64 	[param0+0], %rd1;
+	.param .b32 param1;
+	st.param.b32 	[param1+0], %r5;
+	call.uni 
+	cudaGraphSetConditional, 
+	(
+	param0, 
+	param1
+	);
+	}
+	setp.eq.s64 	%p1, %rd2, 0;
+	@%p1 bra 	$L_done;
+	{
+	.param .b64 param0;
+	st.param.b64 	[param0+0], %rd2;
+	.param .b32 param1;
+	st.param.b32 	[param1+0], %r5;
+	call.uni 
+	cudaGraphSetConditional, 
+	(
+	param0, 
+	param1
+	);
+	}
+$L_done:
+	ret;
+}
+"#;
+
+/// The CUDA device runtime library (`libcudadevrt.a`) to link device loops' condition
+/// kernels with: `WEFT_CUDADEVRT`, else the toolkit's under `CUDA_HOME`, `CUDA_PATH` or
+/// `/usr/local/cuda`. `None` when there is none (device loops then run on the host).
+fn devrt_path() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("WEFT_CUDADEVRT") {
+        let p = std::path::PathBuf::from(p);
+        return p.is_file().then_some(p);
+    }
+    let roots = ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(std::env::var_os)
+        .map(std::path::PathBuf::from)
+        .chain([std::path::PathBuf::from("/usr/local/cuda")]);
+    for root in roots {
+        for sub in ["lib64", "targets/x86_64-linux/lib", "lib"] {
+            let p = root.join(sub).join("libcudadevrt.a");
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// A graph made for one device loop and its executable; both destroyed when dropped.
+struct LoopGraph {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+}
+
+impl Drop for LoopGraph {
+    fn drop(&mut self) {
+        // SAFETY: made by `run_loop_graph`, destroyed once, here (the caller has waited for
+        // the launch); a null executable was never instantiated.
+        unsafe {
+            if !self.exec.is_null() {
+                let _ = result::graph::exec_destroy(self.exec);
+            }
+            let _ = result::graph::destroy(self.graph);
+        }
+    }
+}
+
+/// Adds `launches` to `graph` as a chain of kernel nodes after `prev`, and returns the last
+/// node (`prev` when none runs).
+fn add_chain(
+    graph: sys::CUgraph,
+    mut prev: Option<sys::CUgraphNode>,
+    launches: &[(&CudaBoundLaunch, &[u64])],
+) -> Result<Option<sys::CUgraphNode>, CudaError> {
+    let mut ptrs = smallvec::SmallVec::new();
+    for (b, words) in launches {
+        if b.n == 0 {
+            continue;
+        }
+        let range = [0i64, b.n as i64];
+        let p = node_params(b, words, &range, &mut ptrs);
+        let mut node: sys::CUgraphNode = std::ptr::null_mut();
+        let deps = prev.as_slice();
+        // SAFETY: `graph` is live; `deps` are nodes of it; the parameters point at live
+        // words, copied by the call.
+        check("cuGraphAddKernelNode", unsafe {
+            sys::cuGraphAddKernelNode_v2(&mut node, graph, deps.as_ptr(), deps.len(), &p)
+        })?;
+        prev = Some(node);
+    }
+    Ok(prev)
+}
+
+/// Adds a conditional node of `kind` on `handle` after `prev` to `graph` and returns its
+/// body graph (owned by the node).
+fn add_conditional(
+    graph: sys::CUgraph,
+    prev: Option<sys::CUgraphNode>,
+    ctx: sys::CUcontext,
+    handle: sys::CUgraphConditionalHandle,
+    kind: sys::CUgraphConditionalNodeType,
+) -> Result<sys::CUgraph, CudaError> {
+    // SAFETY: a plain C struct, zero for every field not set.
+    let mut p: sys::CUgraphNodeParams = unsafe { std::mem::zeroed() };
+    p.type_ = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    p.__bindgen_anon_1.conditional = sys::CUDA_CONDITIONAL_NODE_PARAMS {
+        handle,
+        type_: kind,
+        size: 1,
+        phGraph_out: std::ptr::null_mut(),
+        ctx,
+    };
+    let mut node: sys::CUgraphNode = std::ptr::null_mut();
+    let deps = prev.as_slice();
+    // SAFETY: `graph` is live, `deps` are nodes of it; the driver fills `phGraph_out`
+    // with an array of one body graph owned by the node.
+    check("cuGraphAddNode", unsafe {
+        sys::cuGraphAddNode_v2(
+            &mut node,
+            graph,
+            deps.as_ptr(),
+            std::ptr::null(),
+            deps.len(),
+            &mut p,
+        )
+    })?;
+    // SAFETY: written by the call above (a conditional node with `size` 1).
+    let body = unsafe { *p.__bindgen_anon_1.conditional.phGraph_out };
+    Ok(body)
+}
+
+/// A conditional handle of `graph` with default value `default`, reset to it at every
+/// launch of the graph.
+fn conditional_handle(
+    graph: sys::CUgraph,
+    ctx: sys::CUcontext,
+    default: u32,
+) -> Result<sys::CUgraphConditionalHandle, CudaError> {
+    let mut h: sys::CUgraphConditionalHandle = 0;
+    // SAFETY: `graph` and `ctx` are live; writes one handle.
+    check("cuGraphConditionalHandleCreate", unsafe {
+        sys::cuGraphConditionalHandleCreate(
+            &mut h,
+            graph,
+            ctx,
+            default,
+            sys::CU_GRAPH_COND_ASSIGN_DEFAULT,
+        )
+    })?;
+    Ok(h)
+}
+
+impl CudaDevice {
+    /// Points output `k` of bound launch `b` in its words `words` (from
+    /// [`CudaDevice::bound_words`]) at `buf` instead of the buffer allocated there: a device
+    /// loop's launches write the loop's state in place ([`CudaDevice::run_loop_graph`]).
+    ///
+    /// # Errors
+    /// No output `k`; `buf` of another device, element type or length.
+    pub fn redirect_output(
+        &self,
+        b: &CudaBoundLaunch,
+        words: &mut [u64],
+        k: usize,
+        buf: &CudaBuffer,
+    ) -> Result<(), RuntimeError> {
+        let bad = |m: &str| -> RuntimeError {
+            RunError::Launch {
+                program: b.name.clone(),
+                message: format!("redirect_output: {m}"),
+            }
+            .into()
+        };
+        let &(ty, w) = b.outs.get(k).ok_or_else(|| bad("no such output"))?;
+        if !buf.dev.same_gpu(&self.inner) || buf.elem != ty || buf.len != b.n {
+            return Err(bad("a buffer of another device, type or length"));
+        }
+        for l in 0..buf.lanes() {
+            words[w + l] = buf.buf.ptr + (l * buf.stride * buf.lane_bytes()) as u64;
+        }
+        Ok(())
+    }
+
+    /// The condition kernel of device loops on this device, linked with the CUDA device
+    /// runtime once (`None`: the driver is older than 12.4, which has no conditional graph
+    /// nodes, or no `libcudadevrt.a` was found, or linking failed).
+    fn loop_cond(&self) -> Option<&LoadedModule> {
+        let i = &self.inner;
+        i.loop_cond
+            .get_or_init(|| {
+                let (major, minor) = cuda_driver_version().ok()?;
+                if (major, minor) < (12, 4) {
+                    return None;
+                }
+                let devrt = devrt_path()?;
+                let version = if i.sm <= 90 { "7.8" } else { "8.7" };
+                let ptx = LOOP_COND_PTX
+                    .replace("{VERSION}", version)
+                    .replace("{SM}", &i.sm.to_string());
+                guard("cuLinkComplete", || {
+                    i.load_linked(&ptx, &devrt, "weft_loop_cond")
+                })
+                .ok()
+            })
+            .as_ref()
+    }
+
+    /// Whether this device runs device loops as graphs with conditional nodes
+    /// ([`CudaDevice::run_loop_graph`]): driver 12.4 or later and a CUDA device runtime
+    /// library to link their condition kernel with.
+    pub fn supports_device_loops(&self) -> bool {
+        self.loop_cond().is_some()
+    }
+
+    /// Runs a loop on the device as one CUDA graph (issue 23, CUDA 12.4's conditional
+    /// nodes): a while node whose body runs `a` (a replay's launches, then a launch writing
+    /// the stop flag `flags[0]`), the condition kernel, then an if node running `b` (the
+    /// next replay's, flag `flags[1]`) and the condition kernel again — two replays per
+    /// trip, so that each half reads the buffers the other wrote. The loop ends when a
+    /// flag holds a nonzero value after its half, or after `max` halves. Waits for the
+    /// graph and returns the number of halves run (at least 1): with `a` first, an odd
+    /// count ends after an `a`. `Ok(None)` when the device does not run device loops
+    /// ([`CudaDevice::supports_device_loops`]); nothing ran then.
+    ///
+    /// # Errors
+    /// A driver call failing (named); `max` of 0.
+    pub fn run_loop_graph(
+        &self,
+        a: &[(&CudaBoundLaunch, &[u64])],
+        b: &[(&CudaBoundLaunch, &[u64])],
+        flags: [&CudaBuffer; 2],
+        max: u32,
+    ) -> Result<Option<u32>, RuntimeError> {
+        if max == 0 {
+            return Err(RunError::Launch {
+                program: "device loop".into(),
+                message: "at most 0 replays".into(),
+            }
+            .into());
+        }
+        let Some(cond) = self.loop_cond() else {
+            return Ok(None);
+        };
+        let i = &self.inner;
+        let count = guard("cuGraphLaunch", || {
+            i.bind()?;
+            let ctx = i.ctx.cu_ctx();
+            let counter = i.alloc(4)?;
+            let mut graph: sys::CUgraph = std::ptr::null_mut();
+            // SAFETY: an out-pointer living for the call.
+            check("cuGraphCreate", unsafe {
+                sys::cuGraphCreate(&mut graph, 0)
+            })?;
+            let mut g = LoopGraph {
+                graph,
+                exec: std::ptr::null_mut(),
+            };
+            let hw = conditional_handle(graph, ctx, 1)?;
+            let hi = conditional_handle(graph, ctx, 0)?;
+            let wb = add_conditional(
+                graph,
+                None,
+                ctx,
+                hw,
+                sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_WHILE,
+            )?;
+            let cond_node = |body: sys::CUgraph,
+                             prev: Option<sys::CUgraphNode>,
+                             second: u64,
+                             flag: &CudaBuffer|
+             -> Result<sys::CUgraphNode, CudaError> {
+                let (mut w, mut s, mut f, mut c, mut m) =
+                    (hw, second, flag.buf.ptr, counter.ptr, max);
+                let mut params: [*mut c_void; 5] = [
+                    (&mut w as *mut u64).cast(),
+                    (&mut s as *mut u64).cast(),
+                    (&mut f as *mut u64).cast(),
+                    (&mut c as *mut u64).cast(),
+                    (&mut m as *mut u32).cast(),
+                ];
+                // SAFETY: a plain C struct, zero for every field not set below.
+                let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
+                p.func = cond.func;
+                (p.gridDimX, p.gridDimY, p.gridDimZ) = (1, 1, 1);
+                (p.blockDimX, p.blockDimY, p.blockDimZ) = (1, 1, 1);
+                p.kernelParams = params.as_mut_ptr();
+                let mut node: sys::CUgraphNode = std::ptr::null_mut();
+                let deps = prev.as_slice();
+                // SAFETY: `body` is live, `deps` are nodes of it; the parameters point at
+                // locals living for the call, which copies them.
+                check("cuGraphAddKernelNode", unsafe {
+                    sys::cuGraphAddKernelNode_v2(&mut node, body, deps.as_ptr(), deps.len(), &p)
+                })?;
+                Ok(node)
+            };
+            let last = add_chain(wb, None, a)?;
+            let ca = cond_node(wb, last, hi, flags[0])?;
+            let ib = add_conditional(
+                wb,
+                Some(ca),
+                ctx,
+                hi,
+                sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_IF,
+            )?;
+            let last = add_chain(ib, None, b)?;
+            cond_node(ib, last, 0, flags[1])?;
+            // SAFETY: `graph` is complete; the executable is destroyed with `g`.
+            check("cuGraphInstantiateWithFlags", unsafe {
+                sys::cuGraphInstantiateWithFlags(&mut g.exec, graph, 0)
+            })?;
+            let stream = i.stream.cu_stream();
+            // SAFETY: `counter` holds 4 bytes on this context; queued on its stream.
+            check("cuMemsetD32Async", unsafe {
+                sys::cuMemsetD32Async(counter.ptr, 0, 1, stream)
+            })?;
+            // SAFETY: an executable made for this context, launched on its stream.
+            check("cuGraphLaunch", unsafe {
+                sys::cuGraphLaunch(g.exec, stream)
+            })?;
+            i.sync()?;
+            let mut n: u32 = 0;
+            // SAFETY: the stream is idle; copies 4 bytes into `n`.
+            check("cuMemcpyDtoH", unsafe {
+                sys::cuMemcpyDtoH_v2((&mut n as *mut u32).cast(), counter.ptr, 4)
+            })?;
+            drop(g);
+            Ok(n)
+        })?;
+        Ok(Some(count))
+    }
+}

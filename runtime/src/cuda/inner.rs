@@ -226,6 +226,91 @@ impl Inner {
         self.entry_of(module, entry)
     }
 
+    /// Links PTX (NUL-free text) with the CUDA device runtime library `devrt`
+    /// (`libcudadevrt.a`, which defines device-side calls such as
+    /// `cudaGraphSetConditional`) with the driver's linker, loads the cubin and finds its
+    /// entry. Errors come with the linker's log.
+    pub(super) fn load_linked(
+        &self,
+        ptx: &str,
+        devrt: &std::path::Path,
+        entry: &str,
+    ) -> Result<LoadedModule, CudaError> {
+        let image = CString::new(ptx).map_err(|_| nul("PTX text"))?;
+        let lib = CString::new(devrt.as_os_str().as_encoded_bytes())
+            .map_err(|_| nul("libcudadevrt path"))?;
+        self.bind()?;
+        let mut log = JitLog::new(4);
+        let mut state: sys::CUlinkState = std::ptr::null_mut();
+        // SAFETY: options as for `cuModuleLoadDataEx`; `log` outlives the link state, which
+        // is destroyed below on every path.
+        let r = unsafe {
+            sys::cuLinkCreate_v2(
+                log.opts.len() as c_uint,
+                log.opts.as_mut_ptr(),
+                log.vals.as_mut_ptr(),
+                &mut state,
+            )
+        };
+        if let Err(e) = r.result() {
+            return Err(log.error(drv("cuLinkCreate", e)));
+        }
+        let name = c"weft-loop.ptx";
+        // SAFETY: `image` is NUL-terminated PTX and its size includes the NUL, as the driver
+        // wants for text input; `lib` is a NUL-terminated path; the link state is live.
+        let added = unsafe {
+            sys::cuLinkAddData_v2(
+                state,
+                sys::CUjitInputType::CU_JIT_INPUT_PTX,
+                image.as_ptr() as *mut c_void,
+                image.as_bytes_with_nul().len(),
+                name.as_ptr(),
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+        .map_err(|e| drv("cuLinkAddData", e))
+        .and_then(|()| {
+            // SAFETY: as above.
+            unsafe {
+                sys::cuLinkAddFile_v2(
+                    state,
+                    sys::CUjitInputType::CU_JIT_INPUT_LIBRARY,
+                    lib.as_ptr(),
+                    0,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            }
+            .result()
+            .map_err(|e| drv("cuLinkAddFile", e))
+        });
+        let mut cubin: *mut c_void = std::ptr::null_mut();
+        let mut size = 0usize;
+        let loaded = added
+            .and_then(|()| {
+                // SAFETY: the state holds the inputs; the cubin lives until cuLinkDestroy.
+                unsafe { sys::cuLinkComplete(state, &mut cubin, &mut size) }
+                    .result()
+                    .map_err(|e| drv("cuLinkComplete", e))
+            })
+            .and_then(|()| {
+                let mut module: sys::CUmodule = std::ptr::null_mut();
+                // SAFETY: `cubin` is the complete image the linker just made (alive until
+                // cuLinkDestroy below); the driver copies it.
+                unsafe { sys::cuModuleLoadData(&mut module, cubin.cast_const()) }
+                    .result()
+                    .map_err(|e| drv("cuModuleLoadData", e))
+                    .map(|()| module)
+            });
+        // SAFETY: destroyed once; the module was loaded from a copy of the cubin.
+        let _ = unsafe { sys::cuLinkDestroy(state) };
+        let module = loaded.map_err(|e| log.error(e))?;
+        self.entry_of(module, entry)
+    }
+
     /// The loaded `module` with its function `entry` (the module is unloaded if there is
     /// no such function).
     fn entry_of(&self, module: sys::CUmodule, entry: &str) -> Result<LoadedModule, CudaError> {

@@ -253,6 +253,8 @@ struct Inner {
     upload_bytes: AtomicU64,
     downloads: AtomicU64,
     download_bytes: AtomicU64,
+    /// The condition kernel of device loops, linked once ([`CudaDevice::run_loop_graph`]).
+    loop_cond: OnceLock<Option<LoadedModule>>,
 }
 
 impl CudaKernel {
@@ -370,6 +372,7 @@ impl CudaDevice {
                     upload_bytes: AtomicU64::new(0),
                     downloads: AtomicU64::new(0),
                     download_bytes: AtomicU64::new(0),
+                    loop_cond: OnceLock::new(),
                 }),
                 config: GpuConfig::default(),
             })

@@ -109,6 +109,77 @@ fn replays_equal_the_same_applies_one_by_one() {
 }
 
 #[test]
+fn until_program_equals_until_with_the_same_test_on_the_host() {
+    let (axpb, shift) = programs();
+    // Stop when the step's sum `t` (output 1, one element) drops below a host uniform.
+    let limit = weft::dsl::Uniform::<f32>::new(0.0);
+    let stop = {
+        let limit = limit.clone();
+        Program::record_named("stop", move || {
+            let t = In::<Value1f>::named("t");
+            Out::named("stop", t.lt(limit.value()));
+        })
+        .unwrap()
+    };
+    let n = 1000;
+    let x0 = Array::from_fn([n], |i| ((i * 37) % 101) as f32 * 0.01 - 0.5).unwrap();
+    let b = Array::from_fn([n], |i| ((i * 11) % 7) as f32 * 0.125 - 0.3).unwrap();
+    let s0 = Array::from_vec([1], vec![0.5f32]).unwrap();
+    for d in devices() {
+        d.scope(|| {
+            let (seq, first) =
+                Sequence::record(&(x0.clone(), s0.clone()), |st| step(&axpb, &shift, &b, st))
+                    .unwrap();
+            let bits = |v: &Array<1, f32>| {
+                v.to_vec()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.to_bits())
+                    .collect::<Vec<_>>()
+            };
+            let t1 = first.1.to_vec().unwrap()[0];
+            // A limit reached after some replays, one never reached (max ends the loop), one
+            // reached at once, and max of 0, 1 and 2 (odd and even counts of replays).
+            for (lim, max) in [
+                (t1 - 40.0, 50),
+                (t1 - 1e9, 7),
+                (t1 + 1.0, 9),
+                (t1 - 1e9, 0),
+                (t1 - 1e9, 1),
+                (t1 - 1e9, 2),
+            ] {
+                limit.set(lim);
+                let (want, k) = seq
+                    .until(&first, 1, max, |s| Ok(s.1.to_vec()?[0] < lim))
+                    .unwrap();
+                let (got, j) = seq.until_program(&first, &stop, 1, max).unwrap();
+                assert_eq!(j, k, "{d}: limit {lim}, max {max}: replays");
+                assert_eq!(bits(&got.0), bits(&want.0), "{d}: limit {lim}, max {max}");
+                assert_eq!(bits(&got.1), bits(&want.1), "{d}: limit {lim}, max {max}");
+            }
+            // The first case stops before max (the test ran on the device).
+            limit.set(t1 - 40.0);
+            let (_, j) = seq.until_program(&first, &stop, 1, 50).unwrap();
+            assert!(j < 50 && j > 1, "{d}: {j} replays");
+            // The inputs are left as they were.
+            assert_eq!(bits(&first.1), vec![t1.to_bits()]);
+            // Errors: no output 2; output 0 is not one element; a test giving no bool.
+            let e = seq.until_program(&first, &stop, 2, 5).unwrap_err();
+            assert!(e.to_string().contains("not an output 2"), "{e}");
+            let e = seq.until_program(&first, &stop, 0, 5).unwrap_err();
+            assert!(e.to_string().contains("one-element"), "{e}");
+            let not_bool = Program::record_named("half", || {
+                let t = In::<Value1f>::named("t");
+                Out::named("h", t * 0.5f32);
+            })
+            .unwrap();
+            let e = seq.until_program(&first, &not_bool, 1, 5).unwrap_err();
+            assert!(e.to_string().contains("one bool output"), "{e}");
+        });
+    }
+}
+
+#[test]
 fn inputs_sharing_storage_are_told_apart() {
     let add = Program::record_named("add2", || {
         let a = In::<Value1f>::named("a");
