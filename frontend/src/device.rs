@@ -301,6 +301,17 @@ impl Device {
         matches!(&*self.0, Kind::Cuda(_))
     }
 
+    /// True when [`crate::Sequence::until_program`] runs its loops here as one CUDA graph
+    /// with conditional nodes (a CUDA device whose driver is 12.4 or later, with a CUDA
+    /// device runtime library to link with; Warp's `is_conditional_graph_supported`).
+    /// Elsewhere such loops run on the host, with the same results.
+    pub fn runs_device_loops(&self) -> bool {
+        match &*self.0 {
+            Kind::Cuda(g) => g.supports_device_loops(),
+            _ => false,
+        }
+    }
+
     /// The CPU device, if this is one (for its time budget, kernel cache and the tiered
     /// JIT's [`CpuDevice::wait_for_upper_tier`]).
     pub fn as_cpu(&self) -> Option<&CpuDevice> {

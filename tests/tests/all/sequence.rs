@@ -126,6 +126,12 @@ fn until_program_equals_until_with_the_same_test_on_the_host() {
     let b = Array::from_fn([n], |i| ((i * 11) % 7) as f32 * 0.125 - 0.3).unwrap();
     let s0 = Array::from_vec([1], vec![0.5f32]).unwrap();
     for d in devices() {
+        if d.is_cuda() {
+            eprintln!(
+                "until_program on {d}: device loops {}",
+                d.runs_device_loops()
+            );
+        }
         d.scope(|| {
             let (seq, first) =
                 Sequence::record(&(x0.clone(), s0.clone()), |st| step(&axpb, &shift, &b, st))
