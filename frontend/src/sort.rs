@@ -206,8 +206,11 @@ fn sort_impl<K: Elem, V: Elem>(
     if n <= 1 {
         return Ok((k, v));
     }
-    let (count, place) = kernels(ks, vs)?;
     let dev = Device::current();
+    if let Some(sorted) = sort_on_cpu(&dev, keys, values)? {
+        return Ok(sorted);
+    }
+    let (count, place) = kernels(ks, vs)?;
     let blocks = n.div_ceil(BLOCK);
     let groups = blocks.div_ceil(ITEMS) as u32;
     let passes = ks.bits() / 8;
@@ -253,6 +256,45 @@ fn sort_impl<K: Elem, V: Elem>(
         v = out_v;
     }
     Ok((k, v))
+}
+
+/// On a CPU device (not while a sequence is recorded), the sort of `keys` (and `values`)
+/// by the runtime's radix sort over the host buffers on every thread
+/// ([`weft_runtime::hostsort::sort_host`]: the same passes as the kernels, so the same
+/// permutation). `None` elsewhere.
+#[allow(clippy::type_complexity)]
+fn sort_on_cpu<K: Elem, V: Elem>(
+    dev: &Device,
+    keys: &Array<1, K>,
+    values: Option<&Array<1, V>>,
+) -> Result<Option<(Array<1, K>, Option<Array<1, V>>)>> {
+    if dev.as_cpu().is_none() || crate::sequence::recording() {
+        return Ok(None);
+    }
+    let host = |d: &crate::array::ArrayData| -> Result<std::sync::Arc<weft_runtime::HostBuffer>> {
+        if let crate::array::Source::Stored(st) = &d.source {
+            if d.offset == 0 && d.contiguous() {
+                let h = st.host()?;
+                if h.len() == d.len() {
+                    return Ok(h);
+                }
+            }
+        }
+        Ok(std::sync::Arc::new(d.to_host_buffer()?))
+    };
+    let k = host(&keys.data)?;
+    let v = values.map(|v| host(&v.data)).transpose()?;
+    let threads = rayon::current_num_threads();
+    let Some((sk, sv)) = weft_runtime::hostsort::sort_host(&k, v.as_deref(), threads) else {
+        return Ok(None);
+    };
+    let wrap = |h: weft_runtime::HostBuffer| {
+        let n = h.len();
+        crate::array::ArrayData::stored(crate::array::Storage::from_host(h), &[n][..])
+    };
+    let sk = Array::from_data(wrap(sk))?;
+    let sv = sv.map(|h| Array::from_data(wrap(h))).transpose()?;
+    Ok(Some((sk, sv)))
 }
 
 /// `keys` in ascending order (a stable LSD radix sort, CUB's and Thrust's algorithm), on

@@ -2,11 +2,13 @@
 //! `n × n` plate whose left edge is held at 1, advanced 8 steps per replay until the largest
 //! change of a step is below a tolerance. One replay is 8 applies of the 5-point step and a
 //! `maximum_array` of the last step's change, recorded once and replayed with no planning
-//! or host round trip; the host reads one number per replay.
+//! or host round trip; the stop test is a program on that change
+//! (`Sequence::until_program`), run after every replay — on a GPU with CUDA 12.4+ inside
+//! one CUDA graph, so the host waits once.
 //!
 //! `cargo run --release -p weft-workloads --example heat_sequence [DEVICE] [N] [TOL]`
 
-use weft::dsl::{index, select, shape, InArray, Out, Program, Value1f, Value2i};
+use weft::dsl::{index, select, shape, In, InArray, Out, Program, Uniform, Value1f, Value2i};
 use weft::ir::Boundary;
 use weft::{maximum_array, Array, Device, Result, Sequence};
 
@@ -60,11 +62,20 @@ pub fn heat(
             let (u, change): (Array<2, f32>, Array<2, f32>) = full.apply_shape(&[n, n], &u)?;
             Ok((u, maximum_array(&change)?))
         })?;
-        let done = |s: &(Array<2, f32>, Array<1, f32>)| Ok(s.1.get(0)?.unwrap_or(0.0) < tol);
+        let done = |s: &(Array<2, f32>, Array<1, f32>)| -> Result<bool> {
+            Ok(s.1.get(0)?.unwrap_or(0.0) < tol)
+        };
+        // The stop test as a program on the replay's change (output 1): on a GPU with CUDA
+        // 12.4+ the whole loop then runs on the device, as one graph.
+        let limit = Uniform::named("tol", tol);
+        let stop = Program::record_named("stop", move || {
+            let c = In::<Value1f>::named("change");
+            Out::named("stop", c.lt(limit.value()));
+        })?;
         let (state, replays) = if done(&first)? || max_replays <= 1 {
             (first, 0)
         } else {
-            seq.until(&first, 1, max_replays - 1, done)?
+            seq.until_program(&first, &stop, 1, max_replays - 1)?
         };
         let change = state.1.get(0)?.unwrap_or(0.0);
         Ok((state.0.to_vec()?, (replays + 1) * STEPS, change))
