@@ -663,27 +663,9 @@ impl<I, O> Sequence<I, O> {
                     ),
                 }
             };
-            let bound = match step.cuda_bound.get() {
-                Some(b) => b,
-                None => {
-                    let b = bind_cuda(gpu, step, &slot)?;
-                    step.cuda_bound.get_or_init(|| b)
-                }
-            };
-            let Some(bound) = bound else {
-                return Ok(None);
-            };
             let at = words.len();
-            let outs = {
-                let bufs = step_args(
-                    step,
-                    &bound.fixed,
-                    |b| b,
-                    &slot,
-                    |buf, offset, _| Some((buf, offset)),
-                    |_| None,
-                );
-                gpu.bound_words(&bound.launch, &bufs, &mut words)?
+            let Some((_, outs)) = cuda_step_words(gpu, step, &slot, &mut words)? else {
+                return Ok(None);
             };
             ranges.push(at..words.len());
             results.push(outs.into_iter().map(Some).collect());
@@ -712,6 +694,39 @@ impl<I, O> Sequence<I, O> {
             ))
         })))
     }
+}
+
+/// `step`'s launch on `gpu`, bound at its first use (to the buffers `slot` gives then), with
+/// its parameter words over the buffers `slot` gives now appended to `words`: the bound
+/// launch and its output buffers (from the device's pool). `None` when the launch cannot be
+/// bound.
+#[allow(clippy::type_complexity)]
+fn cuda_step_words<'s: 'b, 'b>(
+    gpu: &CudaDevice,
+    step: &'s Step,
+    slot: &dyn Fn(&Slot) -> (&'b CudaBuffer, usize),
+    words: &mut Vec<u64>,
+) -> Result<Option<(&'s CudaBound, smallvec::SmallVec<[CudaBuffer; 4]>)>> {
+    let bound = match step.cuda_bound.get() {
+        Some(b) => b,
+        None => {
+            let b = bind_cuda(gpu, step, slot)?;
+            step.cuda_bound.get_or_init(|| b)
+        }
+    };
+    let Some(bound) = bound else {
+        return Ok(None);
+    };
+    let bufs = step_args(
+        step,
+        &bound.fixed,
+        |b| b,
+        slot,
+        |buf, offset, _| Some((buf, offset)),
+        |_| None,
+    );
+    let outs = gpu.bound_words(&bound.launch, &bufs, words)?;
+    Ok(Some((bound, outs)))
 }
 
 /// Where `step`'s fixed arrays live on a device (`get` gives a storage's copy there).
@@ -1078,27 +1093,9 @@ impl<I: Arrays> Sequence<I, I> {
                         ),
                     }
                 };
-                let bound = match step.cuda_bound.get() {
-                    Some(b) => b,
-                    None => {
-                        let b = bind_cuda(gpu, step, &slot)?;
-                        step.cuda_bound.get_or_init(|| b)
-                    }
-                };
-                let Some(bound) = bound else {
-                    return Ok(None);
-                };
                 let start = words.len();
-                let mut outs = {
-                    let bufs = step_args(
-                        step,
-                        &bound.fixed,
-                        |b| b,
-                        &slot,
-                        |buf, offset, _| Some((buf, offset)),
-                        |_| None,
-                    );
-                    gpu.bound_words(&bound.launch, &bufs, &mut words)?
+                let Some((bound, mut outs)) = cuda_step_words(gpu, step, &slot, &mut words)? else {
+                    return Ok(None);
                 };
                 ranges.push(start..words.len());
                 if last {

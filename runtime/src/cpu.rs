@@ -1506,6 +1506,20 @@ fn watched(
     }
 }
 
+/// Runs `kernel` (with its `split`) over `0..n` with context `ctx` under the watchdog of
+/// `w`: a prepared launch's run.
+fn run_watched(
+    kernel: &HostCode,
+    split: Option<&Split>,
+    ctx: &mut Ctx,
+    n: usize,
+    w: &Budget,
+) -> Result<(), RuntimeError> {
+    watched(ctx, (w.word, n), &w.program, w.budget, |ctx, abort| {
+        run_split(kernel, split, ctx, n, abort)
+    })
+}
+
 /// Runs `kernel` with context `ctx` over elements `0..n`, or with a `split`, its interior
 /// ranges with the interior variant and the rest with `kernel`: on the calling thread for
 /// small launches, else in chunks over the launch pool (`pool`: the calling thread and
@@ -1840,14 +1854,12 @@ impl BufferLaunch<'_> {
     /// # Errors
     /// As [`Launch::run`].
     pub fn run(&mut self) -> Result<(), RuntimeError> {
-        let (kernel, n, w) = (&self.kernel, self.n, &self.watch);
-        let split = self.split.as_ref();
-        watched(
+        run_watched(
+            &self.kernel,
+            self.split.as_ref(),
             &mut self.ctx,
-            (w.word, n),
-            &w.program,
-            w.budget,
-            |ctx, abort| run_split(kernel, split, ctx, n, abort),
+            self.n,
+            &self.watch,
         )
     }
 
@@ -1988,14 +2000,12 @@ impl Launch {
     /// and the outputs hold no valid results (run again for them);
     /// [`RuntimeError::Watchdog`] when the watchdog thread could not be started.
     pub fn run(&mut self) -> Result<(), RuntimeError> {
-        let (kernel, n, w) = (&self.kernel, self.n, &self.watch);
-        let split = self.split.as_ref();
-        watched(
+        run_watched(
+            &self.kernel,
+            self.split.as_ref(),
             &mut self.ctx,
-            (w.word, n),
-            &w.program,
-            w.budget,
-            |ctx, abort| run_split(kernel, split, ctx, n, abort),
+            self.n,
+            &self.watch,
         )
     }
 

@@ -309,26 +309,9 @@ impl CudaDevice {
             nodes: Vec::with_capacity(launches.len()),
             words: Vec::with_capacity(launches.len()),
         };
-        let mut prev: Option<sys::CUgraphNode> = None;
-        let mut ptrs = smallvec::SmallVec::new();
-        for (b, words) in launches {
-            g.words.push(words.to_vec());
-            if b.n == 0 {
-                g.nodes.push(None);
-                continue;
-            }
-            let range = [0i64, b.n as i64];
-            let p = node_params(b, words, &range, &mut ptrs);
-            let mut node: sys::CUgraphNode = std::ptr::null_mut();
-            let deps = prev.as_slice();
-            // SAFETY: `graph` is live; `deps` are nodes of it; the parameters point at live
-            // words, copied by the call.
-            check("cuGraphAddKernelNode", unsafe {
-                sys::cuGraphAddKernelNode_v2(&mut node, graph, deps.as_ptr(), deps.len(), &p)
-            })?;
-            g.nodes.push(Some(node));
-            prev = Some(node);
-        }
+        g.words
+            .extend(launches.iter().map(|(_, words)| words.to_vec()));
+        g.nodes = add_chain(graph, None, launches)?;
         // SAFETY: `graph` is complete; the executable is destroyed with `g`.
         check("cuGraphInstantiateWithFlags", unsafe {
             sys::cuGraphInstantiateWithFlags(&mut g.exec, graph, 0)
@@ -454,16 +437,18 @@ impl Drop for LoopGraph {
     }
 }
 
-/// Adds `launches` to `graph` as a chain of kernel nodes after `prev`, and returns the last
-/// node (`prev` when none runs).
+/// Adds `launches` to `graph` as a chain of kernel nodes after `prev`, and returns each
+/// launch's node (`None` for a launch of no elements, which adds none).
 fn add_chain(
     graph: sys::CUgraph,
     mut prev: Option<sys::CUgraphNode>,
     launches: &[(&CudaBoundLaunch, &[u64])],
-) -> Result<Option<sys::CUgraphNode>, CudaError> {
+) -> Result<Vec<Option<sys::CUgraphNode>>, CudaError> {
     let mut ptrs = smallvec::SmallVec::new();
+    let mut nodes = Vec::with_capacity(launches.len());
     for (b, words) in launches {
         if b.n == 0 {
+            nodes.push(None);
             continue;
         }
         let range = [0i64, b.n as i64];
@@ -475,9 +460,15 @@ fn add_chain(
         check("cuGraphAddKernelNode", unsafe {
             sys::cuGraphAddKernelNode_v2(&mut node, graph, deps.as_ptr(), deps.len(), &p)
         })?;
+        nodes.push(Some(node));
         prev = Some(node);
     }
-    Ok(prev)
+    Ok(nodes)
+}
+
+/// The last node of a chain [`add_chain`] made (`None`: no launch ran).
+fn last_node(nodes: &[Option<sys::CUgraphNode>]) -> Option<sys::CUgraphNode> {
+    nodes.iter().rev().find_map(|n| *n)
 }
 
 /// Adds a conditional node of `kind` on `handle` after `prev` to `graph` and returns its
@@ -682,7 +673,7 @@ impl CudaDevice {
                 })?;
                 Ok(node)
             };
-            let last = add_chain(wb, None, a)?;
+            let last = last_node(&add_chain(wb, None, a)?);
             let ca = cond_node(wb, last, hi, flags[0])?;
             let ib = add_conditional(
                 wb,
@@ -691,7 +682,7 @@ impl CudaDevice {
                 hi,
                 sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_IF,
             )?;
-            let last = add_chain(ib, None, b)?;
+            let last = last_node(&add_chain(ib, None, b)?);
             cond_node(ib, last, 0, flags[1])?;
             // SAFETY: `graph` is complete; the executable is destroyed with `g`.
             check("cuGraphInstantiateWithFlags", unsafe {
