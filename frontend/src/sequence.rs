@@ -1105,7 +1105,13 @@ impl<I: Arrays> Sequence<I, I> {
                 // The sequence's outputs go to this half's state buffers.
                 for (j, &(st, k)) in at.iter().enumerate() {
                     if st == si {
-                        gpu.redirect_output(&bound.launch, &mut words[start..], k, &to[j])?;
+                        let words = &mut words[start..];
+                        if gpu
+                            .redirect_output(&bound.launch, words, k, &to[j])
+                            .is_err()
+                        {
+                            return Ok(None);
+                        }
                         outs[k] = to[j].clone();
                     }
                 }

@@ -320,10 +320,10 @@ pub fn cg_recorded(
         let mut it = 1;
         let mut state = first;
         if res(&state.3)? >= tol && maxit > 1 {
-            let (s, k) = if dev.is_cuda() {
-                // On a GPU the convergence test runs on the device after every iteration
-                // (the whole loop one CUDA graph where the driver has conditional nodes):
-                // the host's test in f64, so the same iterations.
+            let (s, k) = if dev.runs_device_loops() {
+                // On a GPU with conditional graph nodes the convergence test runs on the
+                // device after every iteration, the whole loop one CUDA graph: the host's
+                // test in f64, so the same iterations.
                 let stop = stop_program(bnorm, tol)?;
                 seq.until_program(&state, &stop, 3, maxit - 1)?
             } else {

@@ -126,9 +126,8 @@ pub fn jacobi_recorded(
             delta = first.1.get(0)?.unwrap_or(f32::INFINITY);
             let mut state = first;
             if delta >= tol && periods > 1 {
-                let (s, k) = if dev.is_cuda() {
-                    // The test on the device: the loop is one CUDA graph where the driver
-                    // has conditional nodes.
+                let (s, k) = if dev.runs_device_loops() {
+                    // The test on the device: the loop is one CUDA graph.
                     let limit = Uniform::named("tol", tol);
                     let stop = Program::record_named("jacobi_stop", move || {
                         let d = In::<Value1f>::named("delta");

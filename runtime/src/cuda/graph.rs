@@ -573,7 +573,14 @@ impl CudaDevice {
                     return None;
                 }
                 let devrt = devrt_path()?;
-                let version = if i.sm <= 90 { "7.8" } else { "8.7" };
+                // The newest PTX ISA the driver reads (any target it runs needs no newer).
+                let version = match (major, minor) {
+                    (12, 4) => "8.4",
+                    (12, 5 | 6) => "8.5",
+                    (12, 7 | 8) => "8.7",
+                    (12, _) => "8.8",
+                    _ => "9.0",
+                };
                 let ptx = LOOP_COND_PTX
                     .replace("{VERSION}", version)
                     .replace("{SM}", &i.sm.to_string());
@@ -600,7 +607,8 @@ impl CudaDevice {
     /// flag holds a nonzero value after its half, or after `max` halves. Waits for the
     /// graph and returns the number of halves run (at least 1): with `a` first, an odd
     /// count ends after an `a`. `Ok(None)` when the device does not run device loops
-    /// ([`CudaDevice::supports_device_loops`]); nothing ran then.
+    /// ([`CudaDevice::supports_device_loops`]) or the driver refuses the graph; nothing ran
+    /// then.
     ///
     /// # Errors
     /// A driver call failing (named); `max` of 0.
@@ -626,68 +634,76 @@ impl CudaDevice {
             i.bind()?;
             let ctx = i.ctx.cu_ctx();
             let counter = i.alloc(4)?;
-            let mut graph: sys::CUgraph = std::ptr::null_mut();
-            // SAFETY: an out-pointer living for the call.
-            check("cuGraphCreate", unsafe {
-                sys::cuGraphCreate(&mut graph, 0)
-            })?;
-            let mut g = LoopGraph {
-                graph,
-                exec: std::ptr::null_mut(),
-            };
-            let hw = conditional_handle(graph, ctx, 1)?;
-            let hi = conditional_handle(graph, ctx, 0)?;
-            let wb = add_conditional(
-                graph,
-                None,
-                ctx,
-                hw,
-                sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_WHILE,
-            )?;
-            let cond_node = |body: sys::CUgraph,
-                             prev: Option<sys::CUgraphNode>,
-                             second: u64,
-                             flag: &CudaBuffer|
-             -> Result<sys::CUgraphNode, CudaError> {
-                let (mut w, mut s, mut f, mut c, mut m) =
-                    (hw, second, flag.buf.ptr, counter.ptr, max);
-                let mut params: [*mut c_void; 5] = [
-                    (&mut w as *mut u64).cast(),
-                    (&mut s as *mut u64).cast(),
-                    (&mut f as *mut u64).cast(),
-                    (&mut c as *mut u64).cast(),
-                    (&mut m as *mut u32).cast(),
-                ];
-                // SAFETY: a plain C struct, zero for every field not set below.
-                let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
-                p.func = cond.func;
-                (p.gridDimX, p.gridDimY, p.gridDimZ) = (1, 1, 1);
-                (p.blockDimX, p.blockDimY, p.blockDimZ) = (1, 1, 1);
-                p.kernelParams = params.as_mut_ptr();
-                let mut node: sys::CUgraphNode = std::ptr::null_mut();
-                let deps = prev.as_slice();
-                // SAFETY: `body` is live, `deps` are nodes of it; the parameters point at
-                // locals living for the call, which copies them.
-                check("cuGraphAddKernelNode", unsafe {
-                    sys::cuGraphAddKernelNode_v2(&mut node, body, deps.as_ptr(), deps.len(), &p)
+            // Built and instantiated first: a driver that refuses (a conditional node it
+            // does not take, say) leaves nothing queued, and the loop runs on the host.
+            let build = || -> Result<LoopGraph, CudaError> {
+                let mut graph: sys::CUgraph = std::ptr::null_mut();
+                // SAFETY: an out-pointer living for the call.
+                check("cuGraphCreate", unsafe {
+                    sys::cuGraphCreate(&mut graph, 0)
                 })?;
-                Ok(node)
+                let mut g = LoopGraph {
+                    graph,
+                    exec: std::ptr::null_mut(),
+                };
+                let hw = conditional_handle(graph, ctx, 1)?;
+                let hi = conditional_handle(graph, ctx, 0)?;
+                let wb = add_conditional(
+                    graph,
+                    None,
+                    ctx,
+                    hw,
+                    sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_WHILE,
+                )?;
+                let cond_node = |body: sys::CUgraph,
+                                 prev: Option<sys::CUgraphNode>,
+                                 second: u64,
+                                 flag: &CudaBuffer|
+                 -> Result<sys::CUgraphNode, CudaError> {
+                    let (mut w, mut s, mut f, mut c, mut m) =
+                        (hw, second, flag.buf.ptr, counter.ptr, max);
+                    let mut params: [*mut c_void; 5] = [
+                        (&mut w as *mut u64).cast(),
+                        (&mut s as *mut u64).cast(),
+                        (&mut f as *mut u64).cast(),
+                        (&mut c as *mut u64).cast(),
+                        (&mut m as *mut u32).cast(),
+                    ];
+                    // SAFETY: a plain C struct, zero for every field not set below.
+                    let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
+                    p.func = cond.func;
+                    (p.gridDimX, p.gridDimY, p.gridDimZ) = (1, 1, 1);
+                    (p.blockDimX, p.blockDimY, p.blockDimZ) = (1, 1, 1);
+                    p.kernelParams = params.as_mut_ptr();
+                    let mut node: sys::CUgraphNode = std::ptr::null_mut();
+                    let deps = prev.as_slice();
+                    // SAFETY: `body` is live, `deps` are nodes of it; the parameters point at
+                    // locals living for the call, which copies them.
+                    check("cuGraphAddKernelNode", unsafe {
+                        sys::cuGraphAddKernelNode_v2(&mut node, body, deps.as_ptr(), deps.len(), &p)
+                    })?;
+                    Ok(node)
+                };
+                let last = last_node(&add_chain(wb, None, a)?);
+                let ca = cond_node(wb, last, hi, flags[0])?;
+                let ib = add_conditional(
+                    wb,
+                    Some(ca),
+                    ctx,
+                    hi,
+                    sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_IF,
+                )?;
+                let last = last_node(&add_chain(ib, None, b)?);
+                cond_node(ib, last, 0, flags[1])?;
+                // SAFETY: `graph` is complete; the executable is destroyed with `g`.
+                check("cuGraphInstantiateWithFlags", unsafe {
+                    sys::cuGraphInstantiateWithFlags(&mut g.exec, graph, 0)
+                })?;
+                Ok(g)
             };
-            let last = last_node(&add_chain(wb, None, a)?);
-            let ca = cond_node(wb, last, hi, flags[0])?;
-            let ib = add_conditional(
-                wb,
-                Some(ca),
-                ctx,
-                hi,
-                sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_IF,
-            )?;
-            let last = last_node(&add_chain(ib, None, b)?);
-            cond_node(ib, last, 0, flags[1])?;
-            // SAFETY: `graph` is complete; the executable is destroyed with `g`.
-            check("cuGraphInstantiateWithFlags", unsafe {
-                sys::cuGraphInstantiateWithFlags(&mut g.exec, graph, 0)
-            })?;
+            let Ok(g) = build() else {
+                return Ok(None);
+            };
             let stream = i.stream.cu_stream();
             // SAFETY: `counter` holds 4 bytes on this context; queued on its stream.
             check("cuMemsetD32Async", unsafe {
@@ -704,8 +720,8 @@ impl CudaDevice {
                 sys::cuMemcpyDtoH_v2((&mut n as *mut u32).cast(), counter.ptr, 4)
             })?;
             drop(g);
-            Ok(n)
+            Ok(Some(n))
         })?;
-        Ok(Some(count))
+        Ok(count)
     }
 }
