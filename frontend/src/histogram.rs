@@ -4,9 +4,9 @@
 //! privatised histogram of CUB's `DeviceHistogram` and of the CUDA samples); and
 //! [`scatter_add`], [`scatter_min`], [`scatter_max`] of integers (JAX's `x.at[idx].add(v)`),
 //! one atomic per value. Integer atomics give the same result in every order, so every
-//! device gives the same numbers; float scatters, whose sums would depend on the order of
-//! the atomics, are refused (a deterministic float scatter needs the values sorted by
-//! target: [`crate::segment_sum`]).
+//! device gives the same numbers; a float `scatter_add`, whose sums would depend on the
+//! order of atomics, sorts the values by target and sums each run in input order
+//! ([`crate::segment_sum`]) instead, the same bits on every device.
 
 use crate::array::Array;
 use crate::collective::{memo, Memo};
@@ -251,10 +251,22 @@ fn scatter_with<T: crate::scalar::Elem>(
         Some((weft_ir::ScalarType::I32 | weft_ir::ScalarType::U32, 1))
             | Some((weft_ir::ScalarType::I64 | weft_ir::ScalarType::U64, 1))
     );
+    let float = matches!(
+        t.lanes().map(|l| (l.0, l.1)),
+        Some((weft_ir::ScalarType::F32 | weft_ir::ScalarType::F64, 1))
+    );
+    if float && op == weft_ir::Opcode::AtomicAdd && idx.len() == values.len() {
+        return scatter_add_float(target, idx, values);
+    }
     if !ok {
         return Err(Error::argument(format!(
-            "{what}: elements of {t}: only i32, u32, i64 and u64 scatter in an order-free way \
-             (float sums depend on the order: sort by target and use segment_sum)"
+            "{what}: elements of {t}: {} scatter (a float sum's bits depend on the order of \
+             its values: only scatter_add takes f32 and f64, in input order)",
+            if op == weft_ir::Opcode::AtomicAdd {
+                "only i32, u32, i64, u64, f32 and f64"
+            } else {
+                "only i32, u32, i64 and u64"
+            }
         )));
     }
     if idx.len() != values.len() {
@@ -289,9 +301,93 @@ fn scatter_with<T: crate::scalar::Elem>(
     Ok(out)
 }
 
+/// [`scatter_add`] of f32 or f64 values in a fixed order (issue 25): the values are sorted
+/// by target element (a stable sort of the indices as `u32`, so indices outside `target`
+/// — negative ones too — go last), each element's run is summed left to right
+/// ([`crate::segment_sum`], exact from −0), and each element with a run becomes
+/// `target[k] + run sum`. Every step is a collective whose bits are the same on every
+/// device.
+fn scatter_add_float<T: crate::scalar::Elem>(
+    target: &Array<1, T>,
+    idx: &Array<1, i32>,
+    values: &Array<1, T>,
+) -> Result<Array<1, T>> {
+    use weft_ir::builder::ProgramBuilder;
+    use weft_ir::{Const, Opcode, ScalarType, Type};
+    let (n, len) = (values.len(), target.len());
+    if n == 0 || len == 0 {
+        return Ok(target.clone());
+    }
+    if n > i32::MAX as usize / 2 || len >= i32::MAX as usize {
+        return Err(Error::argument(format!(
+            "scatter_add: {n} values into {len} elements"
+        )));
+    }
+    let t = T::ir_type();
+    let at = |e: Type| Type::array(1, e, Boundary::Clamp).expect("a scalar array type");
+    let (i32t, u32t) = (Type::scalar(ScalarType::I32), Type::scalar(ScalarType::U32));
+    let program = |b: ProgramBuilder, name: &str| -> Result<crate::dsl::Program> {
+        let m = b.finish_module().map_err(Error::invalid)?;
+        crate::dsl::Program::from_module(m, name)
+    };
+    static PROGRAMS: Memo<Type, [crate::dsl::Program; 3]> = OnceLock::new();
+    let [keys, offsets, add] = &memo(&PROGRAMS, t, || {
+        // Sort keys (the index as u32) and positions.
+        let mut b = ProgramBuilder::new("scatter.keys");
+        let x = b.array("idx", at(i32t));
+        let i = b.index(i32t);
+        let k = b.read(x, i);
+        let k = b.op_typed(Opcode::Bitcast, &[k], u32t);
+        b.output("key", k);
+        b.output("pos", i);
+        let keys = program(b, "scatter.keys")?;
+        // Segment offsets: 0, then the inclusive scan of the counts (as i32).
+        let mut b = ProgramBuilder::new("scatter.offsets");
+        let c = b.array("incl", at(u32t));
+        let i = b.index(i32t);
+        let one = b.constant(Const::i32(1));
+        let prev = b.op(Opcode::Sub, &[i, one]);
+        let v = b.read(c, prev);
+        let v = b.op_typed(Opcode::Bitcast, &[v], i32t);
+        let zero = b.constant(Const::i32(0));
+        let first = b.op(Opcode::Eq, &[i, zero]);
+        let o = b.select(first, zero, v);
+        b.output("offset", o);
+        let offsets = program(b, "scatter.offsets")?;
+        // target + run sum where a run exists.
+        let mut b = ProgramBuilder::new("scatter.add");
+        let (tg, sm, ct) = (
+            b.array("target", at(t)),
+            b.array("sums", at(t)),
+            b.array("counts", at(u32t)),
+        );
+        let i = b.index(i32t);
+        let (x, y, c) = (b.read(tg, i), b.read(sm, i), b.read(ct, i));
+        let s = b.op(Opcode::Add, &[x, y]);
+        let zero = b.constant(Const::scalar(ScalarType::U32, 0));
+        let some = b.op(Opcode::Gt, &[c, zero]);
+        let o = b.select(some, s, x);
+        b.output("out", o);
+        let add = program(b, "scatter.add")?;
+        Ok([keys, offsets, add])
+    })?;
+    let (k, pos): (Array<1, u32>, Array<1, i32>) = keys.apply_shape(&[n], idx)?;
+    let (_, pos) = crate::sort::sort_pairs(&k, &pos)?;
+    let sorted = values.gather(&pos)?;
+    let counts = bincount(idx, len)?;
+    let incl = crate::collective::cumsum(&counts)?;
+    let offs: Array<1, i32> = offsets.apply_shape(&[len + 1], &incl)?;
+    let sums = crate::collective::segment_sum(&sorted, &offs)?;
+    add.apply_shape(&[len], (target, &sums, &counts))
+}
+
 /// `target` with `values[i]` added to element `idx[i]` for every `i` (JAX's
 /// `target.at[idx].add(values)`), on the current device; indices outside `target` are
-/// skipped; integers wrap. `target` itself is unchanged (arrays are values).
+/// skipped; integers wrap. `target` itself is unchanged (arrays are values). Integers are
+/// added with atomics (any order gives the same result); f32 and f64 values in a fixed
+/// order — each element's values summed left to right in input order, then added to the
+/// element (docs/semantics.md, "Histograms") — by a sort, a gather and a segmented sum, so
+/// float results are the same bits on every device too.
 ///
 /// ```
 /// use weft::{scatter_add, Array};
@@ -303,8 +399,8 @@ fn scatter_with<T: crate::scalar::Elem>(
 /// ```
 ///
 /// # Errors
-/// Elements other than `i32`, `u32`, `i64`, `u64`; `idx` and `values` of different lengths;
-/// a device failure.
+/// Elements other than `i32`, `u32`, `i64`, `u64`, `f32`, `f64`; `idx` and `values` of
+/// different lengths; a device failure.
 pub fn scatter_add<T: crate::scalar::Elem>(
     target: &Array<1, T>,
     idx: &Array<1, i32>,

@@ -539,12 +539,72 @@ fn integer_scatters_equal_a_host_loop_on_every_device() {
     }
     let f = Array::from_vec([2], vec![1.0f32, 2.0]).unwrap();
     let i = Array::from_vec([2], vec![0, 1]).unwrap();
-    let e = scatter_add(&f, &i, &f).unwrap_err().to_string();
-    assert!(e.contains("segment_sum"), "{e}");
+    let e = scatter_min(&f, &i, &f).unwrap_err().to_string();
+    assert!(e.contains("only i32, u32, i64 and u64"), "{e}");
     let e = scatter_add(&i, &Array::from_vec([1], vec![0]).unwrap(), &i)
         .unwrap_err()
         .to_string();
     assert!(e.contains("1 indices for 2 values"), "{e}");
+}
+
+#[test]
+fn float_scatter_add_sums_in_input_order_on_every_device() {
+    // Each element's values summed left to right from −0 in input order, then added to it
+    // (docs/semantics.md): the host's loop in that order, bit for bit.
+    fn want<T: Copy + std::ops::Add<Output = T>>(t: &[T], idx: &[i32], v: &[T], z: T) -> Vec<T> {
+        let mut runs: Vec<Option<T>> = vec![None; t.len()];
+        for (&k, &x) in idx.iter().zip(v) {
+            if k >= 0 && (k as usize) < t.len() {
+                let r = &mut runs[k as usize];
+                *r = Some(r.unwrap_or(z) + x);
+            }
+        }
+        t.iter()
+            .zip(&runs)
+            .map(|(&a, r)| r.map_or(a, |s| a + s))
+            .collect()
+    }
+    for n in [0usize, 1, 2, 1000, 70_001] {
+        let idx: Vec<i32> = (0..n).map(|i| ((i * 7919) % 613) as i32 - 5).collect();
+        let vf: Vec<f32> = (0..n)
+            .map(|i| match i % 101 {
+                0 => -0.0,
+                1 => 1e30,
+                _ => ((i * 104_729) % 2003) as f32 * 0.37 - 300.0,
+            })
+            .collect();
+        let vd: Vec<f64> = vf.iter().map(|&x| x as f64 * 1.000_000_1).collect();
+        let tf: Vec<f32> = (0..600)
+            .map(|i| if i % 7 == 0 { -0.0 } else { i as f32 * 0.1 })
+            .collect();
+        let td: Vec<f64> = tf.iter().map(|&x| x as f64).collect();
+        let (wf, wd) = (want(&tf, &idx, &vf, -0.0), want(&td, &idx, &vd, -0.0));
+        let bits_f = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let bits_d = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let ia = Array::from_vec([n], idx.clone()).unwrap();
+        let (vfa, vda) = (
+            Array::from_vec([n], vf.clone()).unwrap(),
+            Array::from_vec([n], vd.clone()).unwrap(),
+        );
+        let (tfa, tda) = (
+            Array::from_vec([600], tf.clone()).unwrap(),
+            Array::from_vec([600], td.clone()).unwrap(),
+        );
+        for dev in devices() {
+            dev.scope(|| {
+                let d = dev.name();
+                let f = scatter_add(&tfa, &ia, &vfa).unwrap().to_vec().unwrap();
+                assert_eq!(bits_f(&f), bits_f(&wf), "f32 {d} {n}");
+                let g = scatter_add(&tda, &ia, &vda).unwrap().to_vec().unwrap();
+                assert_eq!(bits_d(&g), bits_d(&wd), "f64 {d} {n}");
+                assert_eq!(
+                    bits_f(&tfa.to_vec().unwrap()),
+                    bits_f(&tf),
+                    "{d}: unchanged"
+                );
+            });
+        }
+    }
 }
 
 #[test]
