@@ -255,7 +255,14 @@ fn scatter_with<T: crate::scalar::Elem>(
         t.lanes().map(|l| (l.0, l.1)),
         Some((weft_ir::ScalarType::F32 | weft_ir::ScalarType::F64, 1))
     );
-    if float && op == weft_ir::Opcode::AtomicAdd && idx.len() == values.len() {
+    if idx.len() != values.len() {
+        return Err(Error::argument(format!(
+            "{what}: {} indices for {} values",
+            idx.len(),
+            values.len()
+        )));
+    }
+    if float && op == weft_ir::Opcode::AtomicAdd {
         return scatter_add_float(target, idx, values);
     }
     if !ok {
@@ -267,13 +274,6 @@ fn scatter_with<T: crate::scalar::Elem>(
             } else {
                 "only i32, u32, i64 and u64"
             }
-        )));
-    }
-    if idx.len() != values.len() {
-        return Err(Error::argument(format!(
-            "{what}: {} indices for {} values",
-            idx.len(),
-            values.len()
         )));
     }
     let n = values.len();

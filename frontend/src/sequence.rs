@@ -962,13 +962,19 @@ impl<I: Arrays> Sequence<I, I> {
                 stop.name()
             )));
         }
-        // The stop test, prepared on the input's signature (the output's, too).
+        // The stop test, prepared on the input's signature (the output's, too); its one
+        // array argument is the output's element (the others are captured uniforms).
         let test = stop.prepare_on(d)?;
+        let arg = test
+            .args
+            .iter()
+            .position(|a| matches!(a, ArgVal::Array(_)))
+            .ok_or_else(|| Error::argument("until_program: the stop test reads no array"))?;
         if max == 0 {
             return Ok((inputs.clone(), 0));
         }
         if self.all_cuda.load(std::sync::atomic::Ordering::Relaxed) {
-            if let Some(r) = self.until_cuda(inputs, &test, output, max)? {
+            if let Some(r) = self.until_cuda(inputs, (&test, arg), output, max)? {
                 return Ok(r);
             }
         }
@@ -978,15 +984,7 @@ impl<I: Arrays> Sequence<I, I> {
             .map_or_else(Device::current, |s| s.dev.clone());
         self.until(inputs, 1, max, |s| {
             let mut l = test.clone();
-            let d = s.to_bundle().outs.swap_remove(output);
-            for a in &mut l.args {
-                if let ArgVal::Array(x) = a {
-                    if x.len() == 1 && x.elem == d.elem {
-                        *x = d;
-                        break;
-                    }
-                }
-            }
+            l.args[arg] = ArgVal::Array(s.to_bundle().outs.swap_remove(output));
             let flag = crate::exec::run_arrays(&dev, &l)?;
             let Source::Stored(st) = &flag[0].source else {
                 unreachable!("launch outputs are stored")
@@ -1003,7 +1001,7 @@ impl<I: Arrays> Sequence<I, I> {
     fn until_cuda(
         &self,
         inputs: &I,
-        test: &Prepared,
+        (test, arg): (&Prepared, usize),
         output: usize,
         max: usize,
     ) -> Result<Option<(I, usize)>> {
@@ -1056,8 +1054,9 @@ impl<I: Arrays> Sequence<I, I> {
             args: test
                 .args
                 .iter()
-                .map(|a| match a {
-                    ArgVal::Array(d) if d.len() == 1 => StepArg::Slot(Slot {
+                .enumerate()
+                .map(|(k, a)| match a {
+                    ArgVal::Array(d) if k == arg => StepArg::Slot(Slot {
                         src: Src::Input(output),
                         offset: 0,
                         shape: d.shape.clone(),

@@ -116,22 +116,18 @@ fn pool_give(v: Vec<u64>) {
         return;
     }
     let small = v.len() < POOL_MIN_WORDS;
-    let v = if small {
-        // Kept by this thread when it has room (else, or while it exits, the shared pool).
-        let mut v = Some(v);
+    // A small one is kept by this thread when it has room (else, or while it exits, the
+    // shared pool).
+    let mut v = Some(v);
+    if small {
         let _ = LOCAL.try_with(|l| {
             let mut l = l.borrow_mut();
             if l.len() < LOCAL_KEPT {
                 l.extend(v.take());
             }
         });
-        match v {
-            Some(v) => v,
-            None => return,
-        }
-    } else {
-        v
-    };
+    }
+    let Some(v) = v else { return };
     let mut p = pool_lock(v.len());
     if small {
         if p.len() == SMALL_KEPT {
