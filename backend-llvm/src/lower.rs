@@ -919,30 +919,39 @@ impl<'m> Lower<'m> {
             O::Round => return Ok(un(self, "round")),
             O::Min | O::Max => {
                 let n = if op == O::Min { "minimum" } else { "maximum" };
-                if s == ScalarType::F16 {
-                    // LLVM 19's x86 lowering of f16 `minimum`/`maximum` drops NaN (found by
-                    // the differential test), and InstCombine folds an f32 detour back to
-                    // f16; so NaN is selected on the bits.
-                    let r = self.intrinsic(
-                        f,
-                        &format!("llvm.{n}.{m}"),
-                        &t,
-                        &[(t.clone(), x[0].clone()), (t.clone(), x[1].clone())],
-                    );
-                    let ti = self.ty(ScalarType::I16, u);
-                    let tb = self.ty(ScalarType::Bool, u);
-                    let nan = self.def(format!("fcmp uno {t} {}, {}", x[0], x[1]));
-                    let rb = self.def(format!("bitcast {t} {r} to {ti}"));
-                    let qnan = self.konst(ScalarType::I16, 0x7e00, u);
-                    let sel = self.def(format!("select {tb} {nan}, {ti} {qnan}, {ti} {rb}"));
-                    return Ok(self.def(format!("bitcast {ti} {sel} to {t}")));
-                }
                 let nsz =
                     if !self.fast && self.abs_of.contains(&x[0]) && self.abs_of.contains(&x[1]) {
                         format!("{f}nsz ")
                     } else {
                         f.to_string()
                     };
+                if s == ScalarType::F16 || (self.flavor != Flavor::Ptx && !self.fast) {
+                    // LLVM 19's x86 lowering of f16 `minimum`/`maximum` drops NaN (found by
+                    // the differential test), and InstCombine folds an f32 detour back to
+                    // f16; so NaN is selected on the bits. On x86 with AVX-512 the f32/f64
+                    // lowering drops a *signalling* NaN when the other operand is known
+                    // not to be NaN (its `vfpclass` test looks for quiet NaNs only:
+                    // `max(sNaN, 1.0)` gave 1.0; `weft fuzz --kernels --seed 14`, case
+                    // 661), so the host selects NaN on the bits for every width.
+                    let r = self.intrinsic(
+                        &nsz,
+                        &format!("llvm.{n}.{m}"),
+                        &t,
+                        &[(t.clone(), x[0].clone()), (t.clone(), x[1].clone())],
+                    );
+                    let (int, qbits) = match s {
+                        ScalarType::F16 => (ScalarType::I16, 0x7e00u64),
+                        ScalarType::F32 => (ScalarType::I32, 0x7fc0_0000),
+                        _ => (ScalarType::I64, 0x7ff8_0000_0000_0000),
+                    };
+                    let ti = self.ty(int, u);
+                    let tb = self.ty(ScalarType::Bool, u);
+                    let nan = self.def(format!("fcmp uno {t} {}, {}", x[0], x[1]));
+                    let rb = self.def(format!("bitcast {t} {r} to {ti}"));
+                    let qnan = self.konst(int, qbits, u);
+                    let sel = self.def(format!("select {tb} {nan}, {ti} {qnan}, {ti} {rb}"));
+                    return Ok(self.def(format!("bitcast {ti} {sel} to {t}")));
+                }
                 return Ok(self.intrinsic(
                     &nsz,
                     &format!("llvm.{n}.{m}"),
