@@ -4,7 +4,9 @@
 //! NumPy's `bincount(v, minlength=256)`, `Generator(Philox(key=7)).random(10^7)` and
 //! `cumsum` and `sort` (and
 //! CuPy's `bincount` and `sort` on a GPU), run by python3 in the same run on the same values; medians;
-//! every weft result checked against the host's count or NumPy's first numbers.
+//! every weft result checked against the host's count or NumPy's first numbers. With
+//! `--gpu` also issue 25's GPU sizes: `sort` of 2^26 u32 against CuPy's and `cumsum` of
+//! 2^26 f32 against CuPy's copy of the same array (the scan's bandwidth target).
 //! Markdown on stdout.
 
 use crate::{fail, time_median as time};
@@ -52,6 +54,14 @@ if gpu:
     def cs():
         cp.sort(gk); cp.cuda.Device().synchronize()
     print("cupy_sort", med(cs))
+    big = cp.asarray(((np.arange(1 << 26, dtype=np.uint64) * 2654435761) % (1 << 32)).astype(np.uint32))
+    def cs26():
+        cp.sort(big); cp.cuda.Device().synchronize()
+    print("cupy_sort26", med(cs26))
+    xf = cp.asarray((np.arange(1 << 26) % 1000).astype(np.float32) * np.float32(0.001))
+    def cp26():
+        xf.copy(); cp.cuda.Device().synchronize()
+    print("cupy_copy26", med(cp26))
 "#;
 
 /// Entry point.
@@ -79,6 +89,8 @@ pub fn main(args: &[String]) {
     let keys: Array<1, u32> = ok(Array::from_fn([1 << 24], |i| {
         (i as u64 * 2_654_435_761 % (1 << 32)) as u32
     }));
+    let mut sorted = ok(keys.to_vec());
+    sorted.sort_unstable();
     let mut rows: Vec<(String, f64)> = Vec::new();
     for (name, dev) in &devices {
         let counts = ok(dev.scope(|| bincount(&va, BINS)));
@@ -100,11 +112,40 @@ pub fn main(args: &[String]) {
             ok(y.get(0));
         });
         rows.push((format!("cumsum 2^24 f32, weft {name}"), t));
+        if ok(ok(dev.scope(|| sort(&keys))).to_vec()) != sorted {
+            fail(format!("sort on {name}: wrong order"));
+        }
         let t = time(5, || {
             let y = ok(dev.scope(|| sort(&keys)));
             ok(y.get(0));
         });
         rows.push((format!("sort 2^24 u32, weft {name}"), t));
+        if *name == "cuda" {
+            // Issue 25's GPU sizes: sort and scan of 2^26, against CuPy's sort and a copy.
+            let big: Array<1, u32> = ok(Array::from_fn([1 << 26], |i| {
+                (i as u64 * 2_654_435_761 % (1 << 32)) as u32
+            }));
+            let y = ok(ok(dev.scope(|| sort(&big))).to_vec());
+            let x = ok(big.to_vec());
+            let sum = |v: &[u32]| v.iter().fold(0u64, |a, &k| a.wrapping_add(u64::from(k)));
+            if y.windows(2).any(|w| w[0] > w[1]) || sum(&y) != sum(&x) {
+                fail("sort 2^26 on cuda: wrong order".to_string());
+            }
+            let t = time(5, || {
+                let y = ok(dev.scope(|| sort(&big)));
+                ok(y.get(0));
+            });
+            rows.push(("sort 2^26 u32, weft cuda".to_string(), t));
+            let xf: Array<1, f32> = ok(Array::from_fn([1 << 26], |i| (i % 1000) as f32 * 0.001));
+            let t = time(7, || {
+                let y = ok(dev.scope(|| cumsum(&xf)));
+                ok(y.get(0));
+            });
+            rows.push((
+                "cumsum 2^26 f32, weft cuda (base: CuPy's copy)".to_string(),
+                t,
+            ));
+        }
     }
     let py = Command::new("python3")
         .arg("-c")
@@ -139,6 +180,10 @@ pub fn main(args: &[String]) {
             } else {
                 base.get("numpy_bincount")
             }
+        } else if name.starts_with("sort 2^26") {
+            base.get("cupy_sort26")
+        } else if name.starts_with("cumsum 2^26") {
+            base.get("cupy_copy26")
         } else if name.starts_with("sort") {
             if name.ends_with("cuda") {
                 base.get("cupy_sort")

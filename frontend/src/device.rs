@@ -296,6 +296,11 @@ impl Device {
         Ok(self.0.run_kernel(m, name, args, grid)?)
     }
 
+    /// True for the reference interpreter.
+    pub(crate) fn is_interp(&self) -> bool {
+        matches!(&*self.0, Kind::Interp { .. })
+    }
+
     /// True for a CUDA device.
     pub fn is_cuda(&self) -> bool {
         matches!(&*self.0, Kind::Cuda(_))

@@ -1,12 +1,14 @@
 //! Stable radix sort (issue 25): keys of `u32`, `i32`, `f32`, `u64`, `i64` or `f64`, alone
-//! or with values of those types — the least-significant-digit radix sort of 8-bit digits
-//! that CUB's and Thrust's sorts are built on. Each pass (4 for 32-bit keys, 8 for 64-bit
-//! ones) is three launches: `sort.count`
-//! (kernel mode: each work-item walks one block of [`BLOCK`] keys and counts its digits),
-//! `cumsum_exclusive` of the counts laid out digit by digit (every key's place: keys of
-//! smaller digits first, then those of earlier blocks), and `sort.place` (each work-item walks
-//! its block again, in order, storing each key at its place). The result is a permutation
-//! fixed by the keys alone, so every device gives the same bits.
+//! or with values of those types — the least-significant-digit radix sort that CUB's and
+//! Thrust's sorts are built on (Merrill and Grimshaw, "High Performance and Scalable Radix
+//! Sorting", 2011). Each pass of a 4-bit digit (8 for 32-bit keys, 16 for 64-bit ones) is
+//! three launches: `sort.count` (kernel mode: each work-group counts the digits of one tile
+//! of keys), `cumsum_exclusive` of the counts laid out digit by digit (every tile's first
+//! place for each digit: keys of smaller digits first, then those of earlier tiles), and
+//! `sort.place` (each work-group ranks its tile in shared memory and writes it out). The
+//! result is a permutation fixed by the keys alone, so every device gives the same bits; on
+//! a CPU device and the interpreter the runtime's native sort does LSD passes of 8-bit
+//! digits instead ([`weft_runtime::hostsort`]).
 
 use crate::array::Array;
 use crate::collective::{memo, Memo};
@@ -18,12 +20,24 @@ use std::sync::OnceLock;
 use weft_ir::builder::ProgramBuilder;
 use weft_ir::{Boundary, Const, Opcode, ScalarType, Type};
 
-/// Keys each work-item walks.
-pub const BLOCK: usize = 2048;
-/// Work-items per work-group (each with a 256-counter slice of shared memory: 32 KiB).
-const ITEMS: usize = 32;
+/// Work-items per work-group: they rank one tile of keys together.
+const ITEMS: usize = 256;
+/// Bits of a pass's digit (16 digit values): each work-item keeps one counter per digit in
+/// shared memory, 16 KiB a work-group.
+const DIGIT_BITS: u32 = 4;
 /// Digit values of a pass.
-const DIGITS: usize = 256;
+const DIGITS: usize = 1 << DIGIT_BITS;
+
+/// Keys each work-item ranks in one tile, so that a tile's keys (twice: as read and as
+/// ranked) and values fit in shared memory beside the counters: 8 for 32-bit keys and
+/// values, 4 when either is 64 bits wide.
+fn per_item(key: ScalarType, value: Option<ScalarType>) -> usize {
+    if key.bits() == 64 || value.is_some_and(|v| v.bits() == 64) {
+        4
+    } else {
+        8
+    }
+}
 
 /// The unsigned integer of the key's width (`u32` or `u64`) whose order is the order of
 /// key `k` of type `s`: signed integers with the sign bit flipped; floats in IEEE total
@@ -63,101 +77,311 @@ fn unsigned_of(s: ScalarType) -> (ScalarType, u64) {
 fn kernels(key: ScalarType, value: Option<ScalarType>) -> Result<(Kernel, Kernel)> {
     static CACHE: Memo<(ScalarType, Option<ScalarType>), (Kernel, Kernel)> = OnceLock::new();
     memo(&CACHE, (key, value), || {
-        Ok((build(key, value, false)?, build(key, value, true)?))
+        Ok((count_kernel(key, value)?, place_kernel(key, value)?))
     })
 }
 
-/// `sort.count` (`place` false) or `sort.place`. Parameters: keys, (values), n, shift,
-/// blocks, then `counts` (count: the buffer written; place: the offsets read), then (place)
-/// the output keys and values.
-fn build(key: ScalarType, value: Option<ScalarType>, place: bool) -> Result<Kernel> {
-    let arr = |t: Type| {
-        Type::array(1, t, Boundary::Clamp).ok_or_else(|| Error::argument("sort: no such arrays"))
-    };
+/// A 1-D clamped array type of `t`.
+fn arr(t: Type) -> Result<Type> {
+    Type::array(1, t, Boundary::Clamp).ok_or_else(|| Error::argument("sort: no such arrays"))
+}
+
+/// Key `k`'s digit of the pass that starts at bit `shift` (a `u32`/`u64` value), as `i32`.
+fn digit(
+    b: &mut ProgramBuilder,
+    k: weft_ir::Value,
+    key: ScalarType,
+    shift: weft_ir::Value,
+) -> weft_ir::Value {
+    let (ku, _) = unsigned_of(key);
+    let o = ordered(b, k, key);
+    let sh = b.op(Opcode::Shr, &[o, shift]);
+    let mask = b.constant(Const::scalar(ku, DIGITS as u64 - 1));
+    let d = b.op(Opcode::And, &[sh, mask]);
+    b.cast(d, Type::i32())
+}
+
+/// `sort.count`: work-group `g` counts the digits of tile `g` (the [`per_item`] ·
+/// [`ITEMS`] keys from `g · tile`) in shared memory and writes them digit-major:
+/// `counts[d · tiles + g]`. Parameters: keys, n, shift, tiles, the `counts` buffer. The
+/// counts do not depend on the keys' order, so the reads are coalesced (work-item `l`
+/// reads `l`, `l + ITEMS`, …).
+fn count_kernel(key: ScalarType, value: Option<ScalarType>) -> Result<Kernel> {
     let (i32t, u32t) = (Type::i32(), Type::scalar(ScalarType::U32));
-    let name = if place { "sort.place" } else { "sort.count" };
+    let name = "sort.count";
     let mut b = ProgramBuilder::new(name);
     b.make_kernel();
     let keys = b.array("keys", arr(Type::scalar(key))?);
-    let vals = value.map(|v| b.array("values", arr(Type::scalar(v)).expect("scalar")));
     let n = b.uniform("n", i32t);
     let (ku, _) = unsigned_of(key);
     let shift = b.uniform("shift", Type::scalar(ku));
-    let blocks = b.uniform("blocks", i32t);
-    let counts = if place {
-        b.array("offsets", arr(u32t)?)
-    } else {
-        b.buffer("counts", arr(u32t)?)
-    };
-    let out_keys = place.then(|| b.buffer("out_keys", arr(Type::scalar(key)).expect("scalar")));
-    let out_vals = match (place, value) {
-        (true, Some(v)) => Some(b.buffer("out_values", arr(Type::scalar(v))?)),
-        _ => None,
-    };
-    let cap = b.constant(Const::i32((ITEMS * DIGITS) as i32));
-    let shared = b.op_typed(Opcode::Shared, &[cap], arr(u32t)?);
+    let tiles = b.uniform("tiles", i32t);
+    let counts = b.buffer("counts", arr(u32t)?);
+    let kpi = per_item(key, value);
+    let c = |b: &mut ProgramBuilder, x: usize| b.constant(Const::i32(x as i32));
     let l = b.op_typed(Opcode::LocalId, &[], i32t);
     let g = b.op_typed(Opcode::GroupId, &[], i32t);
-    let items = b.constant(Const::i32(ITEMS as i32));
-    let gi = b.op(Opcode::Mul, &[g, items]);
-    let blk = b.op(Opcode::Add, &[gi, l]);
-    let digits = b.constant(Const::i32(DIGITS as i32));
-    let base = b.op(Opcode::Mul, &[l, digits]);
-    let zero = b.constant(Const::i32(0));
-    let one = b.constant(Const::i32(1));
-    let inside = b.op(Opcode::Lt, &[blk, blocks]);
-    b.if_(inside, |b| {
-        // This work-item's counters: zero (count) or its block's first places (place).
-        b.for_range(zero, digits, one, |b, d| {
-            let slot = b.op(Opcode::Add, &[base, d]);
-            let v = if place {
-                let at = b.op(Opcode::Mul, &[d, blocks]);
-                let at = b.op(Opcode::Add, &[at, blk]);
-                b.read(counts, at)
-            } else {
-                b.constant(Const::scalar(ScalarType::U32, 0))
-            };
-            b.effect(Opcode::Store, &[shared, slot, v]);
-        });
-        let span = b.constant(Const::i32(BLOCK as i32));
-        let lo = b.op(Opcode::Mul, &[blk, span]);
-        let end = b.op(Opcode::Add, &[lo, span]);
-        let hi = b.op(Opcode::Min, &[end, n]);
-        b.for_range(lo, hi, one, |b, i| {
+    let digits = c(&mut b, DIGITS);
+    let hist = b.op_typed(Opcode::Shared, &[digits], arr(u32t)?);
+    let few = b.op(Opcode::Lt, &[l, digits]);
+    let u0 = b.constant(Const::scalar(ScalarType::U32, 0));
+    let u1 = b.constant(Const::scalar(ScalarType::U32, 1));
+    b.if_(few, |b| b.effect(Opcode::Store, &[hist, l, u0]));
+    b.effect(Opcode::Barrier, &[]);
+    let tile_len = c(&mut b, ITEMS * kpi);
+    let base = b.op(Opcode::Mul, &[g, tile_len]);
+    let left = b.op(Opcode::Sub, &[n, base]);
+    let count = b.op(Opcode::Min, &[left, tile_len]);
+    for j in 0..kpi {
+        let q = c(&mut b, j * ITEMS);
+        let q = b.op(Opcode::Add, &[q, l]);
+        let inside = b.op(Opcode::Lt, &[q, count]);
+        b.if_(inside, |b| {
+            let i = b.op(Opcode::Add, &[base, q]);
             let k = b.read(keys, i);
-            let o = ordered(b, k, key);
-            let sh = b.op(Opcode::Shr, &[o, shift]);
-            let mask = b.constant(Const::scalar(ku, 255));
-            let d = b.op(Opcode::And, &[sh, mask]);
-            let d = b.cast(d, i32t);
-            let slot = b.op(Opcode::Add, &[base, d]);
-            let c = b.read(shared, slot);
-            let one_u = b.constant(Const::scalar(ScalarType::U32, 1));
-            let c1 = b.op(Opcode::Add, &[c, one_u]);
-            b.effect(Opcode::Store, &[shared, slot, c1]);
-            if let Some(ok) = out_keys {
-                let pos = b.cast(c, i32t);
-                b.effect(Opcode::Store, &[ok, pos, k]);
-                if let (Some(vs), Some(ov)) = (vals, out_vals) {
-                    let v = b.read(vs, i);
-                    b.effect(Opcode::Store, &[ov, pos, v]);
-                }
-            }
+            let d = digit(b, k, key, shift);
+            b.op_typed(Opcode::AtomicAdd, &[hist, d, u1], u32t);
         });
-        if !place {
-            b.for_range(zero, digits, one, |b, d| {
-                let slot = b.op(Opcode::Add, &[base, d]);
-                let c = b.read(shared, slot);
-                let at = b.op(Opcode::Mul, &[d, blocks]);
-                let at = b.op(Opcode::Add, &[at, blk]);
-                b.effect(Opcode::Store, &[counts, at, c]);
-            });
-        }
+    }
+    b.effect(Opcode::Barrier, &[]);
+    b.if_(few, |b| {
+        let h = b.read(hist, l);
+        let at = b.op(Opcode::Mul, &[l, tiles]);
+        let at = b.op(Opcode::Add, &[at, g]);
+        b.effect(Opcode::Store, &[counts, at, h]);
     });
     let m = b.finish_module().map_err(Error::invalid)?;
     Ok(Kernel::from_program(crate::dsl::Program::from_module(
         m, name,
     )?))
+}
+
+/// `sort.place`: work-group `g` puts tile `g`'s keys (and values) in their places.
+/// Parameters: keys, (values), n, shift, tiles, `offsets` (the exclusive scan of
+/// `sort.count`'s counts: tile `g`'s first place for digit `d` at `d · tiles + g`), the
+/// output keys, (the output values).
+///
+/// The work-group ranks the tile's keys in shared memory (Merrill and Grimshaw, §4, the
+/// local scan-based ranking): each work-item counts the digits of its run of consecutive
+/// keys in its own column of counters, the work-group scans the counters digit-major
+/// (serially over each work-item's 16 counters, then a Hillis–Steele scan of the
+/// work-items' sums), and a key's rank is the number of the tile's keys of smaller digits,
+/// or of its digit and earlier — a stable order. The keys then go to shared memory at their
+/// ranks and out in rank order, each to its digit's first place plus its rank within the
+/// digit: consecutive work-items write consecutive places.
+fn place_kernel(key: ScalarType, value: Option<ScalarType>) -> Result<Kernel> {
+    let (i32t, u32t) = (Type::i32(), Type::scalar(ScalarType::U32));
+    let kt = Type::scalar(key);
+    let name = "sort.place";
+    let mut b = ProgramBuilder::new(name);
+    b.make_kernel();
+    let keys = b.array("keys", arr(kt)?);
+    let vals = match value {
+        Some(v) => Some(b.array("values", arr(Type::scalar(v))?)),
+        None => None,
+    };
+    let n = b.uniform("n", i32t);
+    let (ku, _) = unsigned_of(key);
+    let shift = b.uniform("shift", Type::scalar(ku));
+    let tiles = b.uniform("tiles", i32t);
+    let offsets = b.array("offsets", arr(u32t)?);
+    let out_keys = b.buffer("out_keys", arr(kt)?);
+    let out_vals = match value {
+        Some(v) => Some(b.buffer("out_values", arr(Type::scalar(v))?)),
+        None => None,
+    };
+    let kpi = per_item(key, value);
+    let c = |b: &mut ProgramBuilder, x: usize| b.constant(Const::i32(x as i32));
+    let cu = |b: &mut ProgramBuilder, x: u32| b.constant(Const::scalar(ScalarType::U32, x.into()));
+    // Shared arrays are indexed with a gap after every 32 elements (`pad`), so a
+    // work-item's run of consecutive elements sits in other banks than its neighbours'.
+    let pad = |b: &mut ProgramBuilder, q: weft_ir::Value| {
+        let five = b.constant(Const::i32(5));
+        let hi = b.op(Opcode::Shr, &[q, five]);
+        b.op(Opcode::Add, &[q, hi])
+    };
+    let padded = |x: usize| x + x / 32;
+    let l = b.op_typed(Opcode::LocalId, &[], i32t);
+    let zero = c(&mut b, 0);
+    let (u0, u1) = (cu(&mut b, 0), cu(&mut b, 1));
+    let items = c(&mut b, ITEMS);
+    let digits = c(&mut b, DIGITS);
+    let tile_len = c(&mut b, ITEMS * kpi);
+    let cap = c(&mut b, padded(DIGITS * ITEMS));
+    let cnt = b.op_typed(Opcode::Shared, &[cap], arr(u32t)?);
+    let tot = b.op_typed(Opcode::Shared, &[items], arr(u32t)?);
+    let dstart = b.op_typed(Opcode::Shared, &[digits], arr(u32t)?);
+    let dglobal = b.op_typed(Opcode::Shared, &[digits], arr(u32t)?);
+    let cap = c(&mut b, padded(ITEMS * kpi));
+    let stage = b.op_typed(Opcode::Shared, &[cap], arr(kt)?);
+    let sk = b.op_typed(Opcode::Shared, &[tile_len], arr(kt)?);
+    let sv = match value {
+        Some(v) => Some(b.op_typed(Opcode::Shared, &[tile_len], arr(Type::scalar(v))?)),
+        None => None,
+    };
+    let one = c(&mut b, 1);
+    let kc = c(&mut b, kpi);
+    let tile = b.op_typed(Opcode::GroupId, &[], i32t);
+    let base = b.op(Opcode::Mul, &[tile, tile_len]);
+    let left = b.op(Opcode::Sub, &[n, base]);
+    let count = b.op(Opcode::Min, &[left, tile_len]);
+    // Counter (d, l): this work-item's column, digit-major.
+    let slot_of = |b: &mut ProgramBuilder, d: weft_ir::Value| {
+        let slot = b.op(Opcode::Mul, &[d, items]);
+        let slot = b.op(Opcode::Add, &[slot, l]);
+        pad(b, slot)
+    };
+    b.for_range(zero, digits, one, |b, d| {
+        let slot = slot_of(b, d);
+        b.effect(Opcode::Store, &[cnt, slot, u0]);
+    });
+    // The tile's keys into shared memory, coalesced (work-item l reads l, l + ITEMS…).
+    b.for_range(zero, kc, one, |b, j| {
+        let q = b.op(Opcode::Mul, &[j, items]);
+        let q = b.op(Opcode::Add, &[q, l]);
+        let inside = b.op(Opcode::Lt, &[q, count]);
+        b.if_(inside, |b| {
+            let i = b.op(Opcode::Add, &[base, q]);
+            let k = b.read(keys, i);
+            let at = pad(b, q);
+            b.effect(Opcode::Store, &[stage, at, k]);
+        });
+    });
+    b.effect(Opcode::Barrier, &[]);
+    // This work-item's run of keys: tile positions [run, run + kpi).
+    let run = b.op(Opcode::Mul, &[l, kc]);
+    b.for_range(zero, kc, one, |b, j| {
+        let q = b.op(Opcode::Add, &[run, j]);
+        let inside = b.op(Opcode::Lt, &[q, count]);
+        b.if_(inside, |b| {
+            let at = pad(b, q);
+            let k = b.read(stage, at);
+            let d = digit(b, k, key, shift);
+            let slot = slot_of(b, d);
+            let x = b.read(cnt, slot);
+            let x1 = b.op(Opcode::Add, &[x, u1]);
+            b.effect(Opcode::Store, &[cnt, slot, x1]);
+        });
+    });
+    b.effect(Opcode::Barrier, &[]);
+    // Scan the counters digit-major: this work-item's DIGITS consecutive ones serially…
+    let lo = b.op(Opcode::Mul, &[l, digits]);
+    let hi = b.op(Opcode::Add, &[lo, digits]);
+    let sum = b.declare_var("sum", u32t);
+    b.def_var(sum, u0);
+    b.for_range(lo, hi, one, |b, e| {
+        let e = pad(b, e);
+        let x = b.read(cnt, e);
+        let s = b.use_var(sum);
+        let s1 = b.op(Opcode::Add, &[s, x]);
+        b.def_var(sum, s1);
+    });
+    let own = b.use_var(sum);
+    b.effect(Opcode::Store, &[tot, l, own]);
+    b.effect(Opcode::Barrier, &[]);
+    // …then the work-items' sums (Hillis–Steele, inclusive)…
+    let mut step = 1;
+    while step < ITEMS {
+        let st = c(&mut b, step);
+        let x = b.read(tot, l);
+        let back = b.op(Opcode::Sub, &[l, st]);
+        let back = b.op(Opcode::Max, &[back, zero]);
+        let y = b.read(tot, back);
+        let has = b.op(Opcode::Ge, &[l, st]);
+        let xy = b.op(Opcode::Add, &[x, y]);
+        let x2 = b.select(has, xy, x);
+        b.effect(Opcode::Barrier, &[]);
+        b.effect(Opcode::Store, &[tot, l, x2]);
+        b.effect(Opcode::Barrier, &[]);
+        step *= 2;
+    }
+    // …and each counter becomes the exclusive prefix before it.
+    let incl = b.read(tot, l);
+    let excl = b.op(Opcode::Sub, &[incl, own]);
+    let run_sum = b.declare_var("run", u32t);
+    b.def_var(run_sum, excl);
+    b.for_range(lo, hi, one, |b, e| {
+        let e = pad(b, e);
+        let x = b.read(cnt, e);
+        let r = b.use_var(run_sum);
+        b.effect(Opcode::Store, &[cnt, e, r]);
+        let r1 = b.op(Opcode::Add, &[r, x]);
+        b.def_var(run_sum, r1);
+    });
+    b.effect(Opcode::Barrier, &[]);
+    // Work-item d < 16: digit d's first rank in the tile and first place in the output.
+    let few = b.op(Opcode::Lt, &[l, digits]);
+    b.if_(few, |b| {
+        let slot = b.op(Opcode::Mul, &[l, items]);
+        let slot = pad(b, slot);
+        let s0 = b.read(cnt, slot);
+        b.effect(Opcode::Store, &[dstart, l, s0]);
+        let at = b.op(Opcode::Mul, &[l, tiles]);
+        let at = b.op(Opcode::Add, &[at, tile]);
+        let o = b.read(offsets, at);
+        b.effect(Opcode::Store, &[dglobal, l, o]);
+    });
+    b.effect(Opcode::Barrier, &[]);
+    // Rank this work-item's keys in order and put them (and values) at their ranks.
+    b.for_range(zero, kc, one, |b, j| {
+        let q = b.op(Opcode::Add, &[run, j]);
+        let inside = b.op(Opcode::Lt, &[q, count]);
+        b.if_(inside, |b| {
+            let at = pad(b, q);
+            let k = b.read(stage, at);
+            let d = digit(b, k, key, shift);
+            let slot = slot_of(b, d);
+            let r = b.read(cnt, slot);
+            let r1 = b.op(Opcode::Add, &[r, u1]);
+            b.effect(Opcode::Store, &[cnt, slot, r1]);
+            let ri = b.cast(r, i32t);
+            b.effect(Opcode::Store, &[sk, ri, k]);
+            if let (Some(vs), Some(sv)) = (vals, sv) {
+                let i = b.op(Opcode::Add, &[base, q]);
+                let v = b.read(vs, i);
+                b.effect(Opcode::Store, &[sv, ri, v]);
+            }
+        });
+    });
+    b.effect(Opcode::Barrier, &[]);
+    // Out in rank order: rank r of digit d goes to place dglobal[d] + r − dstart[d].
+    b.for_range(zero, kc, one, |b, j| {
+        let r = b.op(Opcode::Mul, &[j, items]);
+        let r = b.op(Opcode::Add, &[r, l]);
+        let inside = b.op(Opcode::Lt, &[r, count]);
+        b.if_(inside, |b| {
+            let k = b.read(sk, r);
+            let d = digit(b, k, key, shift);
+            let s0 = b.read(dstart, d);
+            let o = b.read(dglobal, d);
+            let ru = b.cast(r, u32t);
+            let within = b.op(Opcode::Sub, &[ru, s0]);
+            let pos = b.op(Opcode::Add, &[o, within]);
+            let pos = b.cast(pos, i32t);
+            b.effect(Opcode::Store, &[out_keys, pos, k]);
+            if let (Some(sv), Some(ov)) = (sv, out_vals) {
+                let v = b.read(sv, r);
+                b.effect(Opcode::Store, &[ov, pos, v]);
+            }
+        });
+    });
+    let m = b.finish_module().map_err(Error::invalid)?;
+    Ok(Kernel::from_program(crate::dsl::Program::from_module(
+        m, name,
+    )?))
+}
+
+/// A new array of `n` elements for a launch that writes every one: on a GPU, device
+/// memory with no upload and no fill; elsewhere zeros.
+fn scratch<T: Elem>(dev: &Device, n: usize) -> Result<Array<1, T>> {
+    if let Some(gpu) = dev.as_cuda() {
+        let b = gpu.alloc_uninit(T::ir_type(), n)?;
+        return Array::from_data(crate::array::ArrayData::stored(
+            crate::array::Storage::from_resident(crate::array::Resident::Cuda(b)),
+            &[n][..],
+        ));
+    }
+    Array::filled([n], T::from_lanes(|_| T::Scalar::from_bits(0)))
 }
 
 /// The scalar type of a sort's key or value element.
@@ -211,46 +435,45 @@ fn sort_impl<K: Elem, V: Elem>(
         return Ok(sorted);
     }
     let (count, place) = kernels(ks, vs)?;
-    let blocks = n.div_ceil(BLOCK);
-    let groups = blocks.div_ceil(ITEMS) as u32;
-    let passes = ks.bits() / 8;
+    let tiles = n.div_ceil(ITEMS * per_item(ks, vs));
+    let passes = ks.bits() / DIGIT_BITS;
+    let mut counts = scratch::<u32>(&dev, DIGITS * tiles)?;
     for pass in 0..passes {
-        let shift = pass * 8;
-        let mut counts = Array::filled([DIGITS * blocks], 0u32)?;
-        let head = |k: &Array<1, K>, v: &Option<Array<1, V>>| {
-            let mut a = vec![KernelArg::array(k)];
-            if let Some(v) = v {
-                a.push(KernelArg::array(v));
-            }
-            a.push(KernelArg::value(n as i32));
-            a.push(if ks.bits() == 64 {
-                KernelArg::value(u64::from(shift))
+        let bits = pass * DIGIT_BITS;
+        let shift = || {
+            if ks.bits() == 64 {
+                KernelArg::value(u64::from(bits))
             } else {
-                KernelArg::value(shift)
-            });
-            a.push(KernelArg::value(blocks as i32));
-            a
+                KernelArg::value(bits)
+            }
         };
-        let mut args = head(&k, &v);
-        args.push(KernelArg::buffer(&mut counts));
-        count.launch_on(&dev, &[groups], &[ITEMS as u32], &mut args)?;
-        drop(args);
+        let mut args = [
+            KernelArg::array(&k),
+            KernelArg::value(n as i32),
+            shift(),
+            KernelArg::value(tiles as i32),
+            KernelArg::buffer(&mut counts),
+        ];
+        count.launch_on(&dev, &[tiles as u32], &[ITEMS as u32], &mut args)?;
         let offsets = dev.scope(|| crate::collective::cumsum_exclusive(&counts))?;
-        let mut out_k = Array::filled([n], K::from_lanes(|_| K::Scalar::from_bits(0)))?;
+        let mut out_k = scratch::<K>(&dev, n)?;
         let mut out_v = match &v {
-            Some(_) => Some(Array::filled(
-                [n],
-                V::from_lanes(|_| V::Scalar::from_bits(0)),
-            )?),
+            Some(_) => Some(scratch::<V>(&dev, n)?),
             None => None,
         };
-        let mut args = head(&k, &v);
+        let mut args = vec![KernelArg::array(&k)];
+        if let Some(v) = &v {
+            args.push(KernelArg::array(v));
+        }
+        args.push(KernelArg::value(n as i32));
+        args.push(shift());
+        args.push(KernelArg::value(tiles as i32));
         args.push(KernelArg::array(&offsets));
         args.push(KernelArg::buffer(&mut out_k));
         if let Some(ov) = out_v.as_mut() {
             args.push(KernelArg::buffer(ov));
         }
-        place.launch_on(&dev, &[groups], &[ITEMS as u32], &mut args)?;
+        place.launch_on(&dev, &[tiles as u32], &[ITEMS as u32], &mut args)?;
         drop(args);
         k = out_k;
         v = out_v;
@@ -258,17 +481,18 @@ fn sort_impl<K: Elem, V: Elem>(
     Ok((k, v))
 }
 
-/// On a CPU device (not while a sequence is recorded), the sort of `keys` (and `values`)
-/// by the runtime's radix sort over the host buffers on every thread
-/// ([`weft_runtime::hostsort::sort_host`]: the same passes as the kernels, so the same
-/// permutation). `None` elsewhere.
+/// On a CPU device or the interpreter (not while a sequence is recorded), the sort of
+/// `keys` (and `values`) by the runtime's radix sort over the host buffers on every thread
+/// ([`weft_runtime::hostsort::sort_host`]: stable too, so the same permutation). `None`
+/// elsewhere. The interpreter runs a kernel with barriers as one OS thread per work-item,
+/// which made `sort.place` (256 work-items, 22 barriers) take 25 s for 70,001 keys.
 #[allow(clippy::type_complexity)]
 fn sort_on_cpu<K: Elem, V: Elem>(
     dev: &Device,
     keys: &Array<1, K>,
     values: Option<&Array<1, V>>,
 ) -> Result<Option<(Array<1, K>, Option<Array<1, V>>)>> {
-    if dev.as_cpu().is_none() || crate::sequence::recording() {
+    if (dev.as_cpu().is_none() && !dev.is_interp()) || crate::sequence::recording() {
         return Ok(None);
     }
     let host = |d: &crate::array::ArrayData| -> Result<std::sync::Arc<weft_runtime::HostBuffer>> {
