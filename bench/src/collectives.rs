@@ -62,6 +62,10 @@ if gpu:
     def cp26():
         xf.copy(); cp.cuda.Device().synchronize()
     print("cupy_copy26", med(cp26))
+    dst = cp.empty_like(xf)
+    def cpto26():
+        cp.copyto(dst, xf); cp.cuda.Device().synchronize()
+    print("cupy_copyto26", med(cpto26))
 "#;
 
 /// Entry point.
@@ -145,6 +149,10 @@ pub fn main(args: &[String]) {
                 "cumsum 2^26 f32, weft cuda (base: CuPy's copy)".to_string(),
                 t,
             ));
+            rows.push((
+                "cumsum 2^26 f32, weft cuda (base: CuPy's copyto, preallocated)".to_string(),
+                t,
+            ));
         }
     }
     let py = Command::new("python3")
@@ -182,6 +190,8 @@ pub fn main(args: &[String]) {
             }
         } else if name.starts_with("sort 2^26") {
             base.get("cupy_sort26")
+        } else if name.starts_with("cumsum 2^26") && name.contains("copyto") {
+            base.get("cupy_copyto26")
         } else if name.starts_with("cumsum 2^26") {
             base.get("cupy_copy26")
         } else if name.starts_with("sort") {

@@ -132,13 +132,18 @@ fn count_kernel(key: ScalarType, value: Option<ScalarType>) -> Result<Kernel> {
     let base = b.op(Opcode::Mul, &[g, tile_len]);
     let left = b.op(Opcode::Sub, &[n, base]);
     let count = b.op(Opcode::Min, &[left, tile_len]);
-    for j in 0..kpi {
-        let q = c(&mut b, j * ITEMS);
-        let q = b.op(Opcode::Add, &[q, l]);
+    // Every read first (clamped, so all are in flight at once), then the counts.
+    let reads: Vec<_> = (0..kpi)
+        .map(|j| {
+            let q = c(&mut b, j * ITEMS);
+            let q = b.op(Opcode::Add, &[q, l]);
+            let i = b.op(Opcode::Add, &[base, q]);
+            (q, b.read(keys, i))
+        })
+        .collect();
+    for (q, k) in reads {
         let inside = b.op(Opcode::Lt, &[q, count]);
         b.if_(inside, |b| {
-            let i = b.op(Opcode::Add, &[base, q]);
-            let k = b.read(keys, i);
             let d = digit(b, k, key, shift);
             b.op_typed(Opcode::AtomicAdd, &[hist, d, u1], u32t);
         });
@@ -235,18 +240,23 @@ fn place_kernel(key: ScalarType, value: Option<ScalarType>) -> Result<Kernel> {
         let slot = slot_of(b, d);
         b.effect(Opcode::Store, &[cnt, slot, u0]);
     });
-    // The tile's keys into shared memory, coalesced (work-item l reads l, l + ITEMS…).
-    b.for_range(zero, kc, one, |b, j| {
-        let q = b.op(Opcode::Mul, &[j, items]);
-        let q = b.op(Opcode::Add, &[q, l]);
+    // The tile's keys into shared memory, coalesced (work-item l reads l, l + ITEMS…):
+    // every read first (clamped, so all are in flight at once), then the stores.
+    let reads: Vec<_> = (0..kpi)
+        .map(|j| {
+            let q = c(&mut b, j * ITEMS);
+            let q = b.op(Opcode::Add, &[q, l]);
+            let i = b.op(Opcode::Add, &[base, q]);
+            (q, b.read(keys, i))
+        })
+        .collect();
+    for (q, k) in reads {
         let inside = b.op(Opcode::Lt, &[q, count]);
         b.if_(inside, |b| {
-            let i = b.op(Opcode::Add, &[base, q]);
-            let k = b.read(keys, i);
             let at = pad(b, q);
             b.effect(Opcode::Store, &[stage, at, k]);
         });
-    });
+    }
     b.effect(Opcode::Barrier, &[]);
     // This work-item's run of keys: tile positions [run, run + kpi).
     let run = b.op(Opcode::Mul, &[l, kc]);

@@ -453,9 +453,18 @@ fn scans_follow_their_fixed_order_on_every_device() {
         let want_he = if n == 0 { Vec::new() } else { want_he };
         let bits =
             |a: Array<1, f32>| -> Vec<u32> { a.to_vec().unwrap().into_iter().map(canon).collect() };
-        for dev in devices() {
-            dev.scope(|| {
-                let d = dev.name();
+        // Also a CPU device with the GPU's plan (`scan.tile` kernels).
+        let runs = devices()
+            .into_iter()
+            .map(|d| (d, false))
+            .chain([(Device::cpu_cranelift(), true)]);
+        for (dev, as_gpu) in runs {
+            let check = || {
+                let d = if as_gpu {
+                    format!("{} with the GPU plan", dev.name())
+                } else {
+                    dev.name()
+                };
                 assert_eq!(bits(cumsum(&fa).unwrap()), want_f, "f32 {d} {n}");
                 assert_eq!(
                     cumsum(&ia).unwrap().to_vec().unwrap(),
@@ -479,7 +488,12 @@ fn scans_follow_their_fixed_order_on_every_device() {
                 let t2 = cumsum(&ta).unwrap().to_vec().unwrap();
                 let t2: Vec<[u32; 2]> = t2.iter().map(|p| [canon(p[0]), canon(p[1])]).collect();
                 assert_eq!(t2, want_t, "[f32; 2] {d} {n}");
-            });
+            };
+            if as_gpu {
+                weft::collective::with_gpu_plan(|| dev.scope(check));
+            } else {
+                dev.scope(check);
+            }
         }
     }
 }
