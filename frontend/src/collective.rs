@@ -1841,6 +1841,28 @@ fn scan_levels(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<ArrayData
     Ok(out.remove(0))
 }
 
+/// A scan walk's store: the fold so far (`acc`), combined after `prev` when `later` (the
+/// block is not the first), into element `at` of `arr`.
+fn store_after(
+    b: &mut ProgramBuilder,
+    cp: &weft_ir::Program,
+    (later, prev): (weft_ir::Value, weft_ir::Value),
+    acc: weft_ir::builder::Variable,
+    (arr, at): (weft_ir::Value, weft_ir::Value),
+) {
+    let ty = b.program().ty(prev);
+    let y = b.declare_var("y", ty);
+    let a = b.use_var(acc);
+    b.def_var(y, a);
+    b.if_(later, |b| {
+        let a = b.use_var(acc);
+        let r = b.call(cp, &[prev, a]);
+        b.def_var(y, r[0]);
+    });
+    let v = b.use_var(y);
+    b.effect(Opcode::Store, &[arr, at, v]);
+}
+
 /// Work-items per work-group of `scan.tile` for a scan of `elem` with `c`, when it applies:
 /// one state of `elem`'s type, a scalar of at most 8 bytes (a tile of 32 blocks per
 /// work-item then takes 33 KiB of shared memory).
@@ -1927,16 +1949,7 @@ fn scan_tile_program(c: &Combiner, elem: Type, items: usize, totals: bool) -> Re
         // Stores element `k`'s result over its input (each work-item owns its block).
         let emit = |b: &mut ProgramBuilder, s: weft_ir::Value| {
             if let Some(prev) = prev {
-                let y = b.declare_var("y", elem);
-                let a = b.use_var(acc);
-                b.def_var(y, a);
-                b.if_(later, |b| {
-                    let a = b.use_var(acc);
-                    let r = b.call(&cp, &[prev, a]);
-                    b.def_var(y, r[0]);
-                });
-                let v = b.use_var(y);
-                b.effect(Opcode::Store, &[stage, s, v]);
+                store_after(b, &cp, (later, prev), acc, (stage, s));
             }
         };
         emit(b, s0);
@@ -2060,16 +2073,7 @@ fn scan_walk_program(c: &Combiner, elem: Type) -> Result<Module> {
         let first = b.read(x, lo);
         b.def_var(acc, first);
         let emit = |b: &mut ProgramBuilder, k: weft_ir::Value| {
-            let y = b.declare_var("y", st);
-            let a = b.use_var(acc);
-            b.def_var(y, a);
-            b.if_(later, |b| {
-                let a = b.use_var(acc);
-                let r = b.call(&cp, &[prev, a]);
-                b.def_var(y, r[0]);
-            });
-            let v = b.use_var(y);
-            b.effect(Opcode::Store, &[out, k, v]);
+            store_after(b, &cp, (later, prev), acc, (out, k));
         };
         emit(b, lo);
         let next = b.op(Opcode::Add, &[lo, one]);

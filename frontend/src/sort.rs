@@ -101,6 +101,26 @@ fn digit(
     b.cast(d, Type::i32())
 }
 
+/// The reads of a tile's keys from `base`, coalesced: work-item `l` reads tile positions
+/// `j · ITEMS + l` for `j < kpi`, all issued before anything uses them (the reads are
+/// clamped, so those past the end need no `if`). Gives (position, key) pairs.
+fn tile_reads(
+    b: &mut ProgramBuilder,
+    keys: weft_ir::Value,
+    base: weft_ir::Value,
+    l: weft_ir::Value,
+    kpi: usize,
+) -> Vec<(weft_ir::Value, weft_ir::Value)> {
+    (0..kpi)
+        .map(|j| {
+            let q = b.constant(Const::i32((j * ITEMS) as i32));
+            let q = b.op(Opcode::Add, &[q, l]);
+            let i = b.op(Opcode::Add, &[base, q]);
+            (q, b.read(keys, i))
+        })
+        .collect()
+}
+
 /// `sort.count`: work-group `g` counts the digits of tile `g` (the [`per_item`] ·
 /// [`ITEMS`] keys from `g · tile`) in shared memory and writes them digit-major:
 /// `counts[d · tiles + g]`. Parameters: keys, n, shift, tiles, the `counts` buffer. The
@@ -133,14 +153,7 @@ fn count_kernel(key: ScalarType, value: Option<ScalarType>) -> Result<Kernel> {
     let left = b.op(Opcode::Sub, &[n, base]);
     let count = b.op(Opcode::Min, &[left, tile_len]);
     // Every read first (clamped, so all are in flight at once), then the counts.
-    let reads: Vec<_> = (0..kpi)
-        .map(|j| {
-            let q = c(&mut b, j * ITEMS);
-            let q = b.op(Opcode::Add, &[q, l]);
-            let i = b.op(Opcode::Add, &[base, q]);
-            (q, b.read(keys, i))
-        })
-        .collect();
+    let reads = tile_reads(&mut b, keys, base, l, kpi);
     for (q, k) in reads {
         let inside = b.op(Opcode::Lt, &[q, count]);
         b.if_(inside, |b| {
@@ -242,14 +255,7 @@ fn place_kernel(key: ScalarType, value: Option<ScalarType>) -> Result<Kernel> {
     });
     // The tile's keys into shared memory, coalesced (work-item l reads l, l + ITEMS…):
     // every read first (clamped, so all are in flight at once), then the stores.
-    let reads: Vec<_> = (0..kpi)
-        .map(|j| {
-            let q = c(&mut b, j * ITEMS);
-            let q = b.op(Opcode::Add, &[q, l]);
-            let i = b.op(Opcode::Add, &[base, q]);
-            (q, b.read(keys, i))
-        })
-        .collect();
+    let reads = tile_reads(&mut b, keys, base, l, kpi);
     for (q, k) in reads {
         let inside = b.op(Opcode::Lt, &[q, count]);
         b.if_(inside, |b| {
