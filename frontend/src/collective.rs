@@ -1824,7 +1824,7 @@ fn scan_levels(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<ArrayData
         let t = run_level(dev, &m, "scan.totals", args, &[n.div_ceil(SCAN_FAN)])?;
         scan_levels(dev, c, &t[0])?
     } else {
-        // One block: no totals are read (a one-element stand-in of the right type).
+        // One block: no totals are read (the data stands in: an array of the right type).
         data.clone()
     };
     // On the CPU the walk (one combination per element); on a GPU, whose threads would
@@ -2023,7 +2023,7 @@ fn scan_tiles(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<ArrayData>
         launch(&kernel(true)?, None, &mut t)?;
         scan_levels(dev, c, &t)?
     } else {
-        // One block: no totals are read (a one-element stand-in of the right type).
+        // One block: no totals are read (the data stands in: an array of the right type).
         data.clone()
     };
     let mut out = level_output(dev, c, elem, n)?;
