@@ -1863,6 +1863,20 @@ fn store_after(
     b.effect(Opcode::Store, &[arr, at, v]);
 }
 
+/// Index `q` of a shared array with a gap after every 32 elements (`q + q / 32`), so that
+/// work-items walking runs of 32 consecutive elements each hit different banks (CUB's
+/// padded shared layouts). `q` is a non-negative `i32`.
+pub(crate) fn bank_pad(b: &mut ProgramBuilder, q: weft_ir::Value) -> weft_ir::Value {
+    let five = i32c(b, 5);
+    let hi = b.op(Opcode::Shr, &[q, five]);
+    b.op(Opcode::Add, &[q, hi])
+}
+
+/// The elements a shared array of `n` needs with [`bank_pad`]'s gaps.
+pub(crate) fn bank_padded(n: usize) -> usize {
+    n + n / 32
+}
+
 /// Work-items per work-group of `scan.tile` for a scan of `elem` with `c`, when it applies:
 /// one state of `elem`'s type, a scalar of at most 8 bytes (a tile of 32 blocks per
 /// work-item then takes 33 KiB of shared memory).
@@ -1896,13 +1910,9 @@ fn scan_tile_program(c: &Combiner, elem: Type, items: usize, totals: bool) -> Re
     let n = b.uniform("n", Type::i32());
     let out = b.buffer("o0", at(elem)?);
     let tile = items * SCAN_FAN;
-    let cap = i32c(&mut b, tile + tile / 32);
+    let cap = i32c(&mut b, bank_padded(tile));
     let stage = b.op_typed(Opcode::Shared, &[cap], at(elem)?);
-    let pad = |b: &mut ProgramBuilder, q: weft_ir::Value| {
-        let five = i32c(b, 5);
-        let hi = b.op(Opcode::Shr, &[q, five]);
-        b.op(Opcode::Add, &[q, hi])
-    };
+    let pad = bank_pad;
     let l = b.op_typed(Opcode::LocalId, &[], Type::i32());
     let g = b.op_typed(Opcode::GroupId, &[], Type::i32());
     let (zero, one) = (i32c(&mut b, 0), i32c(&mut b, 1));

@@ -11,7 +11,7 @@
 //! digits instead ([`weft_runtime::hostsort`]).
 
 use crate::array::Array;
-use crate::collective::{memo, Memo};
+use crate::collective::{bank_pad, bank_padded, memo, Memo};
 use crate::device::Device;
 use crate::dsl::{Kernel, KernelArg};
 use crate::error::{Error, Result};
@@ -211,14 +211,9 @@ fn place_kernel(key: ScalarType, value: Option<ScalarType>) -> Result<Kernel> {
     let kpi = per_item(key, value);
     let c = |b: &mut ProgramBuilder, x: usize| b.constant(Const::i32(x as i32));
     let cu = |b: &mut ProgramBuilder, x: u32| b.constant(Const::scalar(ScalarType::U32, x.into()));
-    // Shared arrays are indexed with a gap after every 32 elements (`pad`), so a
-    // work-item's run of consecutive elements sits in other banks than its neighbours'.
-    let pad = |b: &mut ProgramBuilder, q: weft_ir::Value| {
-        let five = b.constant(Const::i32(5));
-        let hi = b.op(Opcode::Shr, &[q, five]);
-        b.op(Opcode::Add, &[q, hi])
-    };
-    let padded = |x: usize| x + x / 32;
+    // Shared arrays are indexed with a gap after every 32 elements, so a work-item's run of
+    // consecutive elements sits in other banks than its neighbours'.
+    let (pad, padded) = (bank_pad, bank_padded);
     let l = b.op_typed(Opcode::LocalId, &[], i32t);
     let zero = c(&mut b, 0);
     let (u0, u1) = (cu(&mut b, 0), cu(&mut b, 1));
@@ -264,21 +259,35 @@ fn place_kernel(key: ScalarType, value: Option<ScalarType>) -> Result<Kernel> {
         });
     }
     b.effect(Opcode::Barrier, &[]);
-    // This work-item's run of keys: tile positions [run, run + kpi).
+    // Walks this work-item's run of keys (tile positions [run, run + kpi)) in order,
+    // adding one to the counter of each key's digit; with `place`, also puts the key (and
+    // its value) at the counter's old value, its rank.
     let run = b.op(Opcode::Mul, &[l, kc]);
-    b.for_range(zero, kc, one, |b, j| {
-        let q = b.op(Opcode::Add, &[run, j]);
-        let inside = b.op(Opcode::Lt, &[q, count]);
-        b.if_(inside, |b| {
-            let at = pad(b, q);
-            let k = b.read(stage, at);
-            let d = digit(b, k, key, shift);
-            let slot = slot_of(b, d);
-            let x = b.read(cnt, slot);
-            let x1 = b.op(Opcode::Add, &[x, u1]);
-            b.effect(Opcode::Store, &[cnt, slot, x1]);
+    let walk_run = |b: &mut ProgramBuilder, place: bool| {
+        b.for_range(zero, kc, one, |b, j| {
+            let q = b.op(Opcode::Add, &[run, j]);
+            let inside = b.op(Opcode::Lt, &[q, count]);
+            b.if_(inside, |b| {
+                let at = pad(b, q);
+                let k = b.read(stage, at);
+                let d = digit(b, k, key, shift);
+                let slot = slot_of(b, d);
+                let r = b.read(cnt, slot);
+                let r1 = b.op(Opcode::Add, &[r, u1]);
+                b.effect(Opcode::Store, &[cnt, slot, r1]);
+                if place {
+                    let ri = b.cast(r, i32t);
+                    b.effect(Opcode::Store, &[sk, ri, k]);
+                    if let (Some(vs), Some(sv)) = (vals, sv) {
+                        let i = b.op(Opcode::Add, &[base, q]);
+                        let v = b.read(vs, i);
+                        b.effect(Opcode::Store, &[sv, ri, v]);
+                    }
+                }
+            });
         });
-    });
+    };
+    walk_run(&mut b, false);
     b.effect(Opcode::Barrier, &[]);
     // Scan the counters digit-major: this work-item's DIGITS consecutive ones serially…
     let lo = b.op(Opcode::Mul, &[l, digits]);
@@ -339,26 +348,7 @@ fn place_kernel(key: ScalarType, value: Option<ScalarType>) -> Result<Kernel> {
     });
     b.effect(Opcode::Barrier, &[]);
     // Rank this work-item's keys in order and put them (and values) at their ranks.
-    b.for_range(zero, kc, one, |b, j| {
-        let q = b.op(Opcode::Add, &[run, j]);
-        let inside = b.op(Opcode::Lt, &[q, count]);
-        b.if_(inside, |b| {
-            let at = pad(b, q);
-            let k = b.read(stage, at);
-            let d = digit(b, k, key, shift);
-            let slot = slot_of(b, d);
-            let r = b.read(cnt, slot);
-            let r1 = b.op(Opcode::Add, &[r, u1]);
-            b.effect(Opcode::Store, &[cnt, slot, r1]);
-            let ri = b.cast(r, i32t);
-            b.effect(Opcode::Store, &[sk, ri, k]);
-            if let (Some(vs), Some(sv)) = (vals, sv) {
-                let i = b.op(Opcode::Add, &[base, q]);
-                let v = b.read(vs, i);
-                b.effect(Opcode::Store, &[sv, ri, v]);
-            }
-        });
-    });
+    walk_run(&mut b, true);
     b.effect(Opcode::Barrier, &[]);
     // Out in rank order: rank r of digit d goes to place dglobal[d] + r − dstart[d].
     b.for_range(zero, kc, one, |b, j| {
