@@ -233,7 +233,32 @@ fn init() {
         Target::initialize_x86(&c);
         Target::initialize_nvptx(&c);
         target::install_fatal_error_handler();
+        disable_slp_vectorizer();
     });
+}
+
+/// Turns LLVM's SLP vectorizer off for this process (its `-vectorize-slp=false` option).
+///
+/// LLVM 19's SLP minimum-bit-width analysis rewrites `uitofp (sext <N x i16> to i64)` as
+/// `uitofp <N x i16>`, dropping the sign extension: −10 cast i16 → u64 → f32 gave 65526.0
+/// instead of 1.8446744e19 (`weft fuzz --seed 62`, case 1070; `--seed 16`, case 9928;
+/// LLVM issues #129057 and #135410; tests/filetests/fuzz/slp_uitofp_sext.weft).
+/// `default<O3>` turns SLP on whatever `PassBuilderOptions` say (PassBuilder's
+/// `setupOptionsForPipelineAlias`), so the pass's own switch is the one that holds. The host
+/// lowering vectorises lanes itself, so SLP only ever widened scalar code: of the 36 programs
+/// in examples/ir, workloads and tests/filetests/kernel, two changed (a uniform prologue and a
+/// scalar remainder), none in a loop over lanes.
+fn disable_slp_vectorizer() {
+    let args = [c"weft".as_ptr(), c"-vectorize-slp=false".as_ptr()];
+    // SAFETY: two NUL-terminated strings that outlive the call; the overview may be null.
+    // Called once, under `init`'s OnceLock, before any pass runs.
+    unsafe {
+        llvm_sys::support::LLVMParseCommandLineOptions(
+            args.len() as i32,
+            args.as_ptr(),
+            std::ptr::null(),
+        );
+    }
 }
 
 /// The host target machine for code generation at `effort` when its level is not the
