@@ -96,6 +96,24 @@ pub fn main(args: &[String]) {
     let mut sorted = ok(keys.to_vec());
     sorted.sort_unstable();
     let mut rows: Vec<(String, f64)> = Vec::new();
+    // Issue 25's CPU scan target is ≥ 0.8× triad bandwidth: the STREAM triad of
+    // `weft-bench`'s saxpy row (gcc -O3 -march=native -fopenmp) on 2^24 f32, before and after
+    // the weft rows (bandwidth drifts on a shared machine).
+    let triad_bin = crate::root().join("target/bench/triad");
+    let triad_dir = crate::root().join("target/bench");
+    std::fs::create_dir_all(&triad_dir)
+        .unwrap_or_else(|e| fail(format!("{}: {e}", triad_dir.display())));
+    crate::gcc("triad.c", &triad_bin, &[]);
+    let triad = || {
+        crate::run_secs(
+            Command::new(&triad_bin)
+                .arg((1u32 << 24).to_string())
+                .arg("10"),
+        )
+        .unwrap_or_else(|| fail("triad failed".to_string()))
+    };
+    let mut triads = vec![triad()];
+    let mut scans: Vec<(String, f64)> = Vec::new();
     for (name, dev) in &devices {
         let counts = ok(dev.scope(|| bincount(&va, BINS)));
         if ok(counts.to_vec()) != want {
@@ -116,6 +134,9 @@ pub fn main(args: &[String]) {
             ok(y.get(0));
         });
         rows.push((format!("cumsum 2^24 f32, weft {name}"), t));
+        if *name != "cuda" {
+            scans.push((format!("cumsum 2^24 f32, weft {name}"), t));
+        }
         if ok(ok(dev.scope(|| sort(&keys))).to_vec()) != sorted {
             fail(format!("sort on {name}: wrong order"));
         }
@@ -155,6 +176,7 @@ pub fn main(args: &[String]) {
             ));
         }
     }
+    triads.push(triad());
     let py = Command::new("python3")
         .arg("-c")
         .arg(PY)
@@ -214,5 +236,31 @@ pub fn main(args: &[String]) {
             ),
             None => println!("| {name} | {:.2} ms | — | — |", t * 1e3),
         }
+    }
+    // Bandwidth of the CPU scans (4 bytes read and 4 written an element) against the triad's
+    // (12 bytes an element), the faster of its two runs.
+    let tt = triads.iter().copied().fold(f64::INFINITY, f64::min);
+    let gbs = |bytes: f64, t: f64| bytes * f64::from(1u32 << 24) / t / 1e9;
+    println!();
+    println!(
+        "Triad (gcc -O3 -march=native -fopenmp, 2^24 f32): {:.2} ms, {:.1} GB/s (runs: {})",
+        tt * 1e3,
+        gbs(12.0, tt),
+        triads
+            .iter()
+            .map(|t| format!("{:.2} ms", t * 1e3))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!();
+    println!("| scan | median | GB/s (read + written) | of triad bandwidth |");
+    println!("|---|---:|---:|---:|");
+    for (name, t) in scans {
+        println!(
+            "| {name} | {:.2} ms | {:.1} | {:.2}× |",
+            t * 1e3,
+            gbs(8.0, t),
+            gbs(8.0, t) / gbs(12.0, tt)
+        );
     }
 }

@@ -29,7 +29,7 @@ mod reduce;
 mod sequence;
 mod workloads;
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
@@ -76,7 +76,7 @@ fn fail(msg: String) -> ! {
     std::process::exit(1)
 }
 
-fn gcc(src: &str, out: &Path, extra: &[&str]) {
+pub(crate) fn gcc(src: &str, out: &Path, extra: &[&str]) {
     let st = Command::new("gcc")
         .args(["-O3", "-march=native", "-fopenmp"])
         .args(extra)
@@ -91,7 +91,7 @@ fn gcc(src: &str, out: &Path, extra: &[&str]) {
     }
 }
 
-fn run_secs(cmd: &mut Command) -> Option<f64> {
+pub(crate) fn run_secs(cmd: &mut Command) -> Option<f64> {
     let out = cmd.output().ok()?;
     if !out.status.success() {
         eprintln!(

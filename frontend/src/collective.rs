@@ -110,6 +110,8 @@ struct Combiner {
     /// `or`, `xor`, which wrap. A level may then fold a column with independent
     /// accumulators ([`ACCUMULATORS`]) instead of one chain; float sums keep the chain.
     any_order: bool,
+    /// The op of a built-in combiner (`None` for a user's).
+    builtin: Option<Opcode>,
 }
 
 impl Combiner {
@@ -146,6 +148,7 @@ impl Combiner {
             state: outs,
             identity: None,
             any_order: false,
+            builtin: None,
         })
     }
 
@@ -1724,7 +1727,7 @@ pub fn segment_reduce<T: Elem>(
 }
 
 /// Elements per block of a scan's levels (docs/semantics.md, "Scans").
-pub const SCAN_FAN: usize = 32;
+pub const SCAN_FAN: usize = weft_runtime::hostscan::FAN;
 
 /// Folds `x0 … [lo .. hi)` left to right into new variables ([`fold_column`] with step 1).
 fn fold_range(
@@ -1811,6 +1814,9 @@ fn scan_shift_program(c: &Combiner) -> Result<Module> {
 /// The inclusive scan of the `n` elements `data` with `c` in the fixed order of
 /// docs/semantics.md ("Scans"), on `dev`.
 fn scan_levels(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<ArrayData> {
+    if let Some(y) = cumsum_on_cpu(dev, c, data)? {
+        return Ok(y);
+    }
     if gpu_plan(dev) && tile_items(c, data.elem).is_some() && !crate::sequence::recording() {
         return scan_tiles(dev, c, data);
     }
@@ -1839,6 +1845,30 @@ fn scan_levels(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<ArrayData
     let args = vec![ArgVal::Array(data.clone()), ArgVal::Array(totals)];
     let mut out = run_level(dev, &m, "scan.spread", args, &[n])?;
     Ok(out.remove(0))
+}
+
+/// On a CPU device (not while a sequence is recorded, nor under [`with_gpu_plan`]), a
+/// `cumsum` of 32- or 64-bit scalars by the runtime's chained scan over the host buffers on
+/// every thread ([`weft_runtime::hostscan::cumsum_host`]: the same order, so the same
+/// bits), which reads and writes each element once. `None` elsewhere.
+fn cumsum_on_cpu(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<Option<ArrayData>> {
+    if dev.as_cpu().is_none()
+        || gpu_plan(dev)
+        || crate::sequence::recording()
+        || c.builtin != Some(Opcode::Add)
+    {
+        return Ok(None);
+    }
+    let x = crate::sort::host_buffer(data)?;
+    let threads = rayon::current_num_threads();
+    let Some(y) = weft_runtime::hostscan::cumsum_host(&x, threads) else {
+        return Ok(None);
+    };
+    let n = y.len();
+    Ok(Some(ArrayData::stored(
+        crate::array::Storage::from_host(y),
+        &[n][..],
+    )))
 }
 
 /// A scan walk's store: the fold so far (`acc`), combined after `prev` when `later` (the
@@ -2244,6 +2274,7 @@ fn make_builtin_combiner(op: Opcode, ty: Type) -> Result<Combiner> {
     let mut c = Combiner::check(&m, &name, "built-in combiner")?;
     let s = ty.elem_scalar();
     c.identity = Some(vec![[identity(op, s); 4]]);
+    c.builtin = Some(op);
     c.any_order = matches!(op, Opcode::Min | Opcode::Max)
         || (s.is_int()
             && matches!(

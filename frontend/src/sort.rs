@@ -7,8 +7,9 @@
 //! place for each digit: keys of smaller digits first, then those of earlier tiles), and
 //! `sort.place` (each work-group ranks its tile in shared memory and writes it out). The
 //! result is a permutation fixed by the keys alone, so every device gives the same bits; on
-//! a CPU device and the interpreter the runtime's native sort does LSD passes of 8-bit
-//! digits instead ([`weft_runtime::hostsort`]).
+//! a CPU device and the interpreter the runtime's native sort runs instead: passes by the
+//! top bits into cache-sized buckets, then LSD passes of 8-bit digits inside each
+//! ([`weft_runtime::hostsort`]).
 
 use crate::array::Array;
 use crate::collective::{bank_pad, bank_padded, memo, Memo};
@@ -487,6 +488,22 @@ fn sort_impl<K: Elem, V: Elem>(
     Ok((k, v))
 }
 
+/// The elements of `d` in a host buffer: its stored one when it is the whole of it, else a
+/// copy.
+pub(crate) fn host_buffer(
+    d: &crate::array::ArrayData,
+) -> Result<std::sync::Arc<weft_runtime::HostBuffer>> {
+    if let crate::array::Source::Stored(st) = &d.source {
+        if d.offset == 0 && d.contiguous() {
+            let h = st.host()?;
+            if h.len() == d.len() {
+                return Ok(h);
+            }
+        }
+    }
+    Ok(std::sync::Arc::new(d.to_host_buffer()?))
+}
+
 /// On a CPU device or the interpreter (not while a sequence is recorded), the sort of
 /// `keys` (and `values`) by the runtime's radix sort over the host buffers on every thread
 /// ([`weft_runtime::hostsort::sort_host`]: stable too, so the same permutation). `None`
@@ -501,19 +518,8 @@ fn sort_on_cpu<K: Elem, V: Elem>(
     if (dev.as_cpu().is_none() && !dev.is_interp()) || crate::sequence::recording() {
         return Ok(None);
     }
-    let host = |d: &crate::array::ArrayData| -> Result<std::sync::Arc<weft_runtime::HostBuffer>> {
-        if let crate::array::Source::Stored(st) = &d.source {
-            if d.offset == 0 && d.contiguous() {
-                let h = st.host()?;
-                if h.len() == d.len() {
-                    return Ok(h);
-                }
-            }
-        }
-        Ok(std::sync::Arc::new(d.to_host_buffer()?))
-    };
-    let k = host(&keys.data)?;
-    let v = values.map(|v| host(&v.data)).transpose()?;
+    let k = host_buffer(&keys.data)?;
+    let v = values.map(|v| host_buffer(&v.data)).transpose()?;
     let threads = rayon::current_num_threads();
     let Some((sk, sv)) = weft_runtime::hostsort::sort_host(&k, v.as_deref(), threads) else {
         return Ok(None);

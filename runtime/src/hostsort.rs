@@ -1,10 +1,10 @@
-//! The CPU device's radix sort (issue 25): a stable least-significant-digit sort of 8-bit
-//! digits over host buffers, on every thread — the algorithm of `weft::sort`'s kernels
-//! (CUB's and Thrust's), run natively, as NVIDIA Warp's `radix_sort_pairs` runs on a CPU.
-//! One read of the keys counts every pass's digits per thread; each pass then moves the
-//! keys (and values) of each thread's contiguous share to their places: keys of smaller
-//! digits first, equal digits in input order. The result is the one permutation the keys
-//! fix, so it is the bits every other device gives.
+//! The CPU device's radix sort (issue 25): a stable radix sort over host buffers on every
+//! thread, as NVIDIA Warp's `radix_sort_pairs` runs on a CPU. Passes by the top 4, 8 and 12
+//! bits (each share of the keys writes about 16 places at once) cut the keys into buckets
+//! of a few thousand; each thread then sorts whole buckets by their low bits with 8-bit
+//! digits in its own cache-sized buffers (least-significant digit first), the last pass
+//! writing the result. Every pass is stable, so the result is the one permutation the keys
+//! fix: the bits every other device gives.
 
 use crate::buffer::HostBuffer;
 use weft_ir::ScalarType;
@@ -12,66 +12,92 @@ use weft_ir::ScalarType;
 /// Keys a thread sorts at the least: below this per thread, fewer threads run.
 const PER_THREAD: usize = 1 << 16;
 
-/// Digit values of a pass.
-const DIGITS: usize = 256;
-
 /// A key's raw bits, as stored in a plane (4 or 8 bytes).
-trait Raw: Copy + Send + Sync + 'static {
+trait Raw:
+    Copy
+    + Default
+    + Send
+    + Sync
+    + std::ops::BitXor<Output = Self>
+    + std::ops::BitAnd<Output = Self>
+    + std::ops::BitOr<Output = Self>
+    + std::ops::Not<Output = Self>
+    + 'static
+{
     const BITS: u32;
-    /// The unsigned value whose order is the order of a key of type `s` with these bits
-    /// (docs/semantics.md, "Sorts": IEEE total order for floats).
-    fn ordered(self, s: ScalarType) -> Self;
-    /// The bits of the key of type `s` whose ordered form this is.
-    fn unordered(self, s: ScalarType) -> Self;
-    /// Digit `shift / 8` of an ordered key.
-    fn digit(self, shift: u32) -> usize;
+    const ZERO: Self;
+    /// The sign bit alone.
+    const SIGN: Self;
+    /// All ones when the top bit is set, else zero.
+    fn sign_fill(self) -> Self;
+    /// Bits `shift .. shift + width` (`width` at most 16).
+    fn field(self, shift: u32, width: u32) -> usize;
 }
 
 impl Raw for u32 {
     const BITS: u32 = 32;
-    fn ordered(self, s: ScalarType) -> u32 {
-        const SIGN: u32 = 1 << 31;
-        match s {
-            ScalarType::I32 => self ^ SIGN,
-            ScalarType::F32 if self & SIGN != 0 => !self,
-            ScalarType::F32 => self | SIGN,
-            _ => self,
-        }
+    const ZERO: u32 = 0;
+    const SIGN: u32 = 1 << 31;
+    fn sign_fill(self) -> u32 {
+        ((self as i32) >> 31) as u32
     }
-    fn unordered(self, s: ScalarType) -> u32 {
-        const SIGN: u32 = 1 << 31;
-        match s {
-            ScalarType::F32 if self & SIGN != 0 => self & !SIGN,
-            ScalarType::F32 => !self,
-            _ => self.ordered(s),
-        }
-    }
-    fn digit(self, shift: u32) -> usize {
-        ((self >> shift) & 0xff) as usize
+    fn field(self, shift: u32, width: u32) -> usize {
+        ((self >> shift) & ((1 << width) - 1)) as usize
     }
 }
 
 impl Raw for u64 {
     const BITS: u32 = 64;
-    fn ordered(self, s: ScalarType) -> u64 {
-        const SIGN: u64 = 1 << 63;
+    const ZERO: u64 = 0;
+    const SIGN: u64 = 1 << 63;
+    fn sign_fill(self) -> u64 {
+        ((self as i64) >> 63) as u64
+    }
+    fn field(self, shift: u32, width: u32) -> usize {
+        ((self >> shift) & ((1 << width) - 1)) as usize
+    }
+}
+
+/// The map between a key's bits and the unsigned value whose order is the order of the key
+/// of its type (docs/semantics.md, "Sorts": IEEE total order for floats): `x ^ ((fill(x) &
+/// fill) | flip)`, where `fill(x)` is all ones for a set top bit — no branch in the loops.
+#[derive(Clone, Copy)]
+struct Order<K> {
+    fill: K,
+    flip: K,
+}
+
+impl<K: Raw> Order<K> {
+    /// The identity (keys already in their ordered form).
+    const SAME: Order<K> = Order {
+        fill: K::ZERO,
+        flip: K::ZERO,
+    };
+
+    /// The order of keys of type `s`: floats flip every bit when negative and the sign
+    /// when not; signed integers flip the sign.
+    fn of(s: ScalarType) -> Order<K> {
         match s {
-            ScalarType::I64 => self ^ SIGN,
-            ScalarType::F64 if self & SIGN != 0 => !self,
-            ScalarType::F64 => self | SIGN,
-            _ => self,
+            ScalarType::F32 | ScalarType::F64 => Order {
+                fill: !K::ZERO,
+                flip: K::SIGN,
+            },
+            ScalarType::I32 | ScalarType::I64 => Order {
+                fill: K::ZERO,
+                flip: K::SIGN,
+            },
+            _ => Order::SAME,
         }
     }
-    fn unordered(self, s: ScalarType) -> u64 {
-        const SIGN: u64 = 1 << 63;
-        match s {
-            ScalarType::F64 if self & SIGN != 0 => self & !SIGN,
-            ScalarType::F64 => !self,
-            _ => self.ordered(s),
-        }
+
+    /// The ordered form of key bits `x`.
+    fn ordered(self, x: K) -> K {
+        x ^ ((x.sign_fill() & self.fill) | self.flip)
     }
-    fn digit(self, shift: u32) -> usize {
-        ((self >> shift) & 0xff) as usize
+
+    /// The key bits whose ordered form is `x`.
+    fn unordered(self, x: K) -> K {
+        x ^ (((!x).sign_fill() & self.fill) | self.flip)
     }
 }
 
@@ -84,9 +110,267 @@ struct Out<T>(*mut T);
 unsafe impl<T> Send for Out<T> {}
 unsafe impl<T> Sync for Out<T> {}
 
+/// Keys per bucket the most-significant-digit passes aim at: a bucket's keys, values and a
+/// thread's two scratch copies of them stay in a core's L2 cache.
+const BUCKET: usize = 1 << 15;
+
+/// Most keys of a bucket a thread sorts in its own buffers. A larger one (many keys with
+/// the same top bits) is sorted by passes over it on every thread, as a whole array is.
+const LOCAL_MAX: usize = 1 << 17;
+
+/// Bits of a most-significant-digit pass: each share of the keys writes to about 16 places
+/// at once (on this project's 2-core VM a 16-way scatter of 2^24 keys took 82 ms on one
+/// thread, a 256-way one 138 ms).
+const MSD_BITS: u32 = 4;
+
+/// Most bits the most-significant-digit passes take (4,096 buckets).
+const MSD_MAX: u32 = 12;
+
+/// Most bits of a pass inside a bucket.
+const LSD_BITS: u32 = 8;
+
+/// The bits the most-significant-digit passes of `n` keys take: the fewest multiples of
+/// [`MSD_BITS`] (at most [`MSD_MAX`]) that leave about [`BUCKET`] keys a bucket; 0 when the
+/// keys fit one thread's buffers.
+fn msd_bits(n: usize) -> u32 {
+    let mut bits = 0;
+    if n <= LOCAL_MAX {
+        return 0;
+    }
+    while bits < MSD_MAX && n >> bits > BUCKET {
+        bits += MSD_BITS;
+    }
+    bits
+}
+
+/// Shares of `n` keys for up to `threads` threads: at least [`PER_THREAD`] keys each.
+fn shares(n: usize, threads: usize) -> Vec<std::ops::Range<usize>> {
+    let threads = threads.clamp(1, n.div_ceil(PER_THREAD).max(1));
+    let size = n.div_ceil(threads).max(1);
+    (0..n.div_ceil(size))
+        .map(|t| t * size..((t + 1) * size).min(n))
+        .collect()
+}
+
+/// Where a pass reads: keys (mapped by `order` to their ordered form) and their values.
+#[derive(Clone, Copy)]
+struct Src<'a, K, V> {
+    keys: &'a [K],
+    values: Option<&'a [V]>,
+    order: Order<K>,
+}
+
+impl<'a, K: Raw, V: Copy> Src<'a, K, V> {
+    /// Keys already in their ordered form (and their values).
+    fn stored(keys: &'a [K], values: Option<&'a [V]>) -> Src<'a, K, V> {
+        Src {
+            keys,
+            values,
+            order: Order::SAME,
+        }
+    }
+
+    /// Keys (and values) `r`.
+    fn part(&self, r: std::ops::Range<usize>) -> Src<'a, K, V> {
+        Src {
+            keys: &self.keys[r.clone()],
+            values: self.values.map(|v| &v[r]),
+            order: self.order,
+        }
+    }
+}
+
+/// Where a pass writes `len` keys (mapped back from their ordered form by `order`) and
+/// their values.
+#[derive(Clone, Copy)]
+struct Dst<K, V> {
+    keys: Out<K>,
+    values: Option<Out<V>>,
+    order: Order<K>,
+    len: usize,
+}
+
+impl<K: Raw, V: Copy> Dst<K, V> {
+    /// Writes every key of `src` (and its value) at the place `place` gives its ordered
+    /// form, which must be one no other thread writes.
+    fn scatter(&self, src: Src<'_, K, V>, mut place: impl FnMut(K) -> usize) {
+        match (src.values, self.values) {
+            (Some(vs), Some(vo)) => {
+                for (&k, &v) in src.keys.iter().zip(vs) {
+                    let o = src.order.ordered(k);
+                    let j = place(o);
+                    assert!(j < self.len, "sort: a place past the end");
+                    // SAFETY: `j` is inside the destination, and no other thread writes it
+                    // (the caller's places).
+                    unsafe {
+                        self.keys.0.add(j).write(self.order.unordered(o));
+                        vo.0.add(j).write(v);
+                    }
+                }
+            }
+            _ => {
+                for &k in src.keys {
+                    let o = src.order.ordered(k);
+                    let j = place(o);
+                    assert!(j < self.len, "sort: a place past the end");
+                    // SAFETY: as above.
+                    unsafe { self.keys.0.add(j).write(self.order.unordered(o)) };
+                }
+            }
+        }
+    }
+}
+
+/// One stable counting pass over `src` on up to `threads` threads: keys (and values) go to
+/// `dst` in ascending order of `digit` of their ordered form (`digits` values), equal digits
+/// in input order. Returns the keys of each digit.
+fn pass<K: Raw, V: Copy + Send + Sync>(
+    src: Src<'_, K, V>,
+    dst: Dst<K, V>,
+    (digit, digits): (impl Fn(K) -> usize + Send + Sync + Copy, usize),
+    threads: usize,
+) -> Vec<usize> {
+    let n = src.keys.len();
+    let shares = shares(n, threads);
+    let counts: Vec<Vec<usize>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = shares
+            .iter()
+            .map(|r| {
+                let part = src.part(r.clone());
+                sc.spawn(move || {
+                    let mut h = vec![0usize; digits];
+                    for &k in part.keys {
+                        h[digit(part.order.ordered(k))] += 1;
+                    }
+                    h
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().expect("a sort thread panicked"))
+            .collect()
+    });
+    // Share t's first place for digit d: every key of a smaller digit, then those of digit d
+    // in earlier shares.
+    let mut starts = vec![vec![0usize; digits]; shares.len()];
+    let mut totals = vec![0usize; digits];
+    let mut at = 0;
+    for d in 0..digits {
+        for (t, c) in counts.iter().enumerate() {
+            starts[t][d] = at;
+            at += c[d];
+            totals[d] += c[d];
+        }
+    }
+    assert_eq!(at, n, "sort: the digit counts cover every key");
+    std::thread::scope(|sc| {
+        for (r, mut next) in shares.into_iter().zip(starts) {
+            let part = src.part(r);
+            sc.spawn(move || {
+                // This share's places for each digit, which the counts give no other share.
+                dst.scatter(part, |o| {
+                    let slot = &mut next[digit(o)];
+                    *slot += 1;
+                    *slot - 1
+                });
+            });
+        }
+    });
+    totals
+}
+
+/// The widths of the passes that sort the low `bits` bits: as even as [`LSD_BITS`] allows.
+fn lsd_widths(bits: u32) -> Vec<u32> {
+    let q = bits.div_ceil(LSD_BITS).max(1);
+    (0..q).map(|i| bits / q + u32::from(i < bits % q)).collect()
+}
+
+/// A thread's buffers for [`sort_bucket`].
+type Bufs<K, V> = ([Vec<K>; 2], [Vec<V>; 2]);
+
+/// Sorts the keys of one bucket (`src`, whose keys agree above their low `bits` bits) on
+/// this thread into `dst`, passing through `bufs` (grown to the bucket's length).
+fn sort_bucket<K: Raw, V: Copy + Default>(
+    src: Src<'_, K, V>,
+    dst: Dst<K, V>,
+    bits: u32,
+    (tmp, vtmp): &mut Bufs<K, V>,
+) {
+    let n = src.keys.len();
+    let widths = lsd_widths(bits);
+    let mut shifts = Vec::with_capacity(widths.len());
+    let mut at = 0;
+    for &w in &widths {
+        shifts.push(at);
+        at += w;
+    }
+    let mut hist = vec![[0usize; 1 << LSD_BITS]; widths.len()];
+    for &k in src.keys {
+        let o = src.order.ordered(k);
+        for (q, h) in hist.iter_mut().enumerate() {
+            h[o.field(shifts[q], widths[q])] += 1;
+        }
+    }
+    for h in &mut hist {
+        let mut at = 0;
+        for c in h.iter_mut() {
+            (*c, at) = (at, at + *c);
+        }
+    }
+    for t in tmp.iter_mut() {
+        t.resize(n, K::default());
+    }
+    if src.values.is_some() {
+        for t in vtmp.iter_mut() {
+            t.resize(n, V::default());
+        }
+    }
+    let last = widths.len() - 1;
+    for (q, next) in hist.iter_mut().enumerate() {
+        let [t0, t1] = &mut *tmp;
+        let [v0, v1] = &mut *vtmp;
+        let (from, to, vfrom, vto) = if q % 2 == 0 {
+            (&**t1, &mut **t0, &**v1, &mut **v0)
+        } else {
+            (&**t0, &mut **t1, &**v0, &mut **v1)
+        };
+        let s = if q == 0 {
+            src
+        } else {
+            Src {
+                keys: &from[..n],
+                values: src.values.map(|_| &vfrom[..n]),
+                order: Order::SAME,
+            }
+        };
+        let d = if q == last {
+            dst
+        } else {
+            Dst {
+                keys: Out(to.as_mut_ptr()),
+                values: src.values.map(|_| Out(vto.as_mut_ptr())),
+                order: Order::SAME,
+                len: n,
+            }
+        };
+        let (shift, width) = (shifts[q], widths[q]);
+        // The bucket's places partition `0..n`, and this thread alone writes them.
+        d.scatter(s, |o| {
+            let slot = &mut next[o.field(shift, width)];
+            *slot += 1;
+            *slot - 1
+        });
+    }
+}
+
 /// Writes `keys` in ascending order of type `s` to `out`, and `values` (the same length)
 /// carried along to `out_values`, on up to `threads` threads, with `scratch` (and
 /// `vscratch`, for values) of the same length between passes.
+///
+/// Most-significant-digit passes of 4 bits (16 places written at once) cut the keys into
+/// buckets of about [`BUCKET`] keys by their top bits; each thread then sorts whole
+/// buckets by their low bits in its own cache-sized buffers, writing `out` in the last
+/// pass. Every pass is stable, so the result is the one permutation the keys fix.
 fn sort_planes<K: Raw, V: Copy + Send + Sync + Default>(
     (keys, scratch, out): (&[K], &mut [K], &mut [K]),
     values: Option<(&[V], &mut [V], &mut [V])>,
@@ -97,121 +381,126 @@ fn sort_planes<K: Raw, V: Copy + Send + Sync + Default>(
     if n == 0 {
         return;
     }
-    let (values, vscratch, out_values) = match values {
+    let (values, mut vscratch, mut out_values) = match values {
         Some((v, sc, o)) => (Some(v), Some(sc), Some(o)),
         None => (None, None, None),
     };
-    let passes = (K::BITS / 8) as usize;
-    // Shares of a power-of-two size, so that position `j` is in share `j >> log`.
-    let threads = threads.clamp(1, n.div_ceil(PER_THREAD).max(1));
-    let log = n.div_ceil(threads).next_power_of_two().trailing_zeros();
-    let size = 1usize << log;
-    let shares = n.div_ceil(size);
-    let share = |t: usize| t * size..((t + 1) * size).min(n);
-    // counts[t][d]: keys of digit d (of the pass about to run) in share t. The first
-    // pass's are counted here; each pass counts the next one's as it places the keys.
-    let mut counts: Vec<[usize; DIGITS]> = std::thread::scope(|sc| {
-        let hs: Vec<_> = (0..shares)
-            .map(|t| {
-                let part = &keys[share(t)];
-                sc.spawn(move || {
-                    let mut h = [0usize; DIGITS];
-                    for &k in part {
-                        h[k.ordered(s).digit(0)] += 1;
-                    }
-                    h
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().expect("a sort thread panicked"))
-            .collect()
-    });
-    // Two buffers each, `out` the second: pass p reads one and writes the other (the first
-    // pass reads the input); with an even number of passes the last writes `out`.
-    let mut bufs = [scratch, out];
-    let mut vbufs = match (vscratch, out_values) {
-        (Some(a), Some(b)) => Some([a, b]),
-        _ => None,
+    let order = Order::of(s);
+    let input = Src {
+        keys,
+        values,
+        order,
     };
-    for p in 0..passes {
-        // Share t's first place for digit d: every key of a smaller digit, then those of
-        // digit d in earlier shares.
-        let mut starts = vec![[0usize; DIGITS]; shares];
-        let mut at = 0;
-        for d in 0..DIGITS {
-            for t in 0..shares {
-                starts[t][d] = at;
-                at += counts[t][d];
-            }
-        }
-        assert_eq!(at, n, "sort: the digit counts cover every key");
-        let (read, write) = if p % 2 == 0 {
-            let [a, b] = &mut bufs;
-            (&**b, &mut **a)
-        } else {
-            let [a, b] = &mut bufs;
-            (&**a, &mut **b)
-        };
-        let kout = Out(write.as_mut_ptr());
-        let (vread, vout) = match vbufs.as_mut() {
-            Some([a, b]) if p % 2 == 0 => (Some(&**b), Some(Out(a.as_mut_ptr()))),
-            Some([a, b]) => (Some(&**a), Some(Out(b.as_mut_ptr()))),
-            None => (None, None),
-        };
-        let (shift, last) = (8 * p as u32, p + 1 == passes);
-        // Per share placed from: the next pass's digit counts of each share it wrote into.
-        let next_counts: Vec<Vec<[usize; DIGITS]>> = std::thread::scope(|sc| {
-            let hs: Vec<_> = starts
-                .into_iter()
-                .enumerate()
-                .map(|(t, mut next)| {
-                    let r = share(t);
-                    sc.spawn(move || {
-                        let (kout, vout) = (kout, vout);
-                        let mut nc = vec![[0usize; DIGITS]; if last { 0 } else { shares }];
-                        for i in r {
-                            // The first pass reads the input (mapping each key), the
-                            // others the ordered keys the previous pass wrote.
-                            let o = if p == 0 { keys[i].ordered(s) } else { read[i] };
-                            let j = next[o.digit(shift)];
-                            next[o.digit(shift)] = j + 1;
-                            assert!(j < n, "sort: a place past the end");
-                            // SAFETY: `j` is one of this share's places for the key's
-                            // digit (see `Out`), inside `0..n`.
-                            unsafe { kout.0.add(j).write(o) };
-                            if !last {
-                                nc[j >> log][o.digit(shift + 8)] += 1;
-                            }
-                            if let Some(vo) = vout {
-                                let v = match (values, vread) {
-                                    (Some(vs), _) if p == 0 => vs[i],
-                                    (_, Some(vr)) => vr[i],
-                                    _ => unreachable!("values in both or neither"),
-                                };
-                                // SAFETY: as for the key.
-                                unsafe { vo.0.add(j).write(v) };
-                            }
-                        }
-                        nc
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| h.join().expect("a sort thread panicked"))
-                .collect()
-        });
-        if !last {
-            for (t, c) in counts.iter_mut().enumerate() {
-                for (d, x) in c.iter_mut().enumerate() {
-                    *x = next_counts.iter().map(|nc| nc[t][d]).sum();
-                }
-            }
-        }
+    let dst = |k: &mut [K], v: Option<&mut [V]>, order: Order<K>| Dst {
+        len: k.len(),
+        keys: Out(k.as_mut_ptr()),
+        values: v.map(|v| Out(v.as_mut_ptr())),
+        order,
+    };
+    let msd = msd_bits(n);
+    if msd == 0 {
+        let d = dst(out, out_values.as_deref_mut(), order);
+        sort_bucket(input, d, K::BITS, &mut Default::default());
+        return;
     }
-    let [_, sorted] = bufs;
-    for k in sorted.iter_mut() {
-        *k = k.unordered(s);
+    // The passes by the top 4, 8, … bits alternate between `out` and `scratch`, the last
+    // writing `scratch`.
+    let passes = msd / MSD_BITS;
+    let mut totals = Vec::new();
+    for m in 1..=passes {
+        let to_scratch = (passes - m).is_multiple_of(2);
+        let width = m * MSD_BITS;
+        let digit = move |o: K| o.field(K::BITS - width, width);
+        let (src, d) = match (m, to_scratch) {
+            (1, true) => (input, dst(scratch, vscratch.as_deref_mut(), Order::SAME)),
+            (1, false) => (input, dst(out, out_values.as_deref_mut(), Order::SAME)),
+            (_, true) => (
+                Src::stored(out, out_values.as_deref()),
+                dst(scratch, vscratch.as_deref_mut(), Order::SAME),
+            ),
+            (_, false) => (
+                Src::stored(scratch, vscratch.as_deref()),
+                dst(out, out_values.as_deref_mut(), Order::SAME),
+            ),
+        };
+        totals = pass(src, d, (digit, 1 << width), threads);
+    }
+    // The buckets, now in `scratch`: small ones sorted a thread each, large ones by passes
+    // on every thread.
+    let mut at = 0;
+    let mut small = Vec::new();
+    let mut large = Vec::new();
+    for len in totals {
+        match len {
+            0 => {}
+            l if l <= LOCAL_MAX => small.push(at..at + l),
+            l => large.push(at..at + l),
+        }
+        at += len;
+    }
+    let bits = K::BITS - msd;
+    {
+        let from = Src::stored(scratch, vscratch.as_deref());
+        let d = dst(out, out_values.as_deref_mut(), order);
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let workers = threads.clamp(1, small.len().max(1));
+        std::thread::scope(|sc| {
+            for _ in 0..workers {
+                let (small, next) = (&small, &next);
+                sc.spawn(move || {
+                    let d = d;
+                    let mut bufs = Bufs::default();
+                    loop {
+                        let b = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(r) = small.get(b) else { break };
+                        // SAFETY: `r` is inside `0..n`; the buckets are disjoint, and each
+                        // is written by the one thread that took it.
+                        let part = unsafe {
+                            Dst {
+                                keys: Out(d.keys.0.add(r.start)),
+                                values: d.values.map(|v| Out(v.0.add(r.start))),
+                                order: d.order,
+                                len: r.len(),
+                            }
+                        };
+                        sort_bucket(from.part(r.clone()), part, bits, &mut bufs);
+                    }
+                });
+            }
+        });
+    }
+    for r in large {
+        // Passes of the low bits over the bucket, between `scratch` and `out`; the last
+        // writes `out` (after a copy when the count is even).
+        let widths = lsd_widths(bits);
+        let mut shift = 0;
+        for (q, &w) in widths.iter().enumerate() {
+            let digit = move |o: K| o.field(shift, w);
+            let last = q + 1 == widths.len();
+            let (src, d) = if q % 2 == 0 {
+                let vo = out_values.as_deref_mut().map(|v| &mut v[r.clone()]);
+                let d = dst(
+                    &mut out[r.clone()],
+                    vo,
+                    if last { order } else { Order::SAME },
+                );
+                (Src::stored(scratch, vscratch.as_deref()).part(r.clone()), d)
+            } else {
+                let vs = vscratch.as_deref_mut().map(|v| &mut v[r.clone()]);
+                let d = dst(&mut scratch[r.clone()], vs, Order::SAME);
+                (Src::stored(out, out_values.as_deref()).part(r.clone()), d)
+            };
+            pass(src, d, (digit, 1 << w), threads);
+            shift += w;
+        }
+        if widths.len().is_multiple_of(2) {
+            for i in r.clone() {
+                out[i] = order.unordered(scratch[i]);
+            }
+            if let (Some(o), Some(v)) = (out_values.as_deref_mut(), vscratch.as_deref()) {
+                o[r.clone()].copy_from_slice(&v[r]);
+            }
+        }
     }
 }
 
@@ -307,10 +596,11 @@ mod tests {
     use weft_ir::{Const, Type};
 
     /// Sorted keys are in order, carry their values stably, and match a reference sort by
-    /// the same total order, for every key type, on 1 and 3 threads.
+    /// the same total order, for every key type, on 1 and 3 threads: one bucket (few keys),
+    /// buckets a thread each (keys over the whole range), and buckets too large for one
+    /// thread's buffers (few distinct keys, so many share their top bits).
     #[test]
     fn sorts_like_a_stable_sort_by_total_order() {
-        let n = 200_003;
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = || {
             x ^= x << 13;
@@ -318,25 +608,44 @@ mod tests {
             x ^= x << 17;
             x
         };
-        for s in [
+        let types = [
             ScalarType::U32,
             ScalarType::I32,
             ScalarType::F32,
             ScalarType::U64,
             ScalarType::I64,
             ScalarType::F64,
-        ] {
+        ];
+        // Keys: few distinct ones (0), over the whole range (1), or few and small, so that one
+        // bucket holds them all (2).
+        let cases = [
+            (1_000, 1),
+            (70_001, 0),
+            (300_007, 1),
+            (300_007, 0),
+            (600_001, 2),
+        ];
+        for ((n, mode), s) in cases.into_iter().flat_map(|c| types.map(|s| (c, s))) {
             let t = Type::scalar(s);
             let mut keys = HostBuffer::zeroed(t, n);
             let mut vals = HostBuffer::zeroed(Type::scalar(ScalarType::U32), n);
             let mut raw = Vec::with_capacity(n);
             for i in 0..n {
-                // Few distinct keys (ties), with NaNs and ±0 among the floats.
-                let r = next() % 4099;
-                let bits = match s {
-                    ScalarType::F32 => ((r as f32 - 2000.0) / 7.0).to_bits() as u64,
-                    ScalarType::F64 => ((r as f64 - 2000.0) / 7.0).to_bits(),
-                    _ => r.wrapping_mul(0x1000_0001_0001),
+                // Few distinct keys (ties), or keys over the whole range; NaNs and ±0 among
+                // the floats.
+                let r = next();
+                let few = (r % 4099) as f64 - 2000.0;
+                let bits = match (s, mode) {
+                    (_, 2) if s.is_float() => ((r % 1000) as f64).to_bits(),
+                    (_, 2) => r % 1000,
+                    (ScalarType::F32, 0) => (few as f32 / 7.0).to_bits() as u64,
+                    (ScalarType::F64, 0) => (few / 7.0).to_bits(),
+                    (_, 0) => (r % 4099).wrapping_mul(0x1000_0001_0001),
+                    _ => r,
+                };
+                let bits = match (s, mode) {
+                    (ScalarType::F32, 2) => (f64::from_bits(bits) as f32).to_bits() as u64,
+                    _ => bits,
                 };
                 let bits = match (s, i % 97) {
                     (ScalarType::F32, 0) => f32::NAN.to_bits() as u64,
@@ -345,16 +654,16 @@ mod tests {
                     (ScalarType::F64, 1) => (-0.0f64).to_bits(),
                     _ => bits,
                 };
-                keys.set(i, &Const::scalar(s, bits));
+                keys.set(i, &Const::scalar(s, bits & (u64::MAX >> (64 - s.bits()))));
                 vals.set(i, &Const::scalar(ScalarType::U32, i as u64));
                 raw.push((keys.bits(i, 0), i as u64));
             }
             // The reference: a stable sort by the ordered bits.
             let ord = |b: u64| {
                 if s.bits() == 32 {
-                    u64::from((b as u32).ordered(s))
+                    u64::from(Order::<u32>::of(s).ordered(b as u32))
                 } else {
-                    b.ordered(s)
+                    Order::<u64>::of(s).ordered(b)
                 }
             };
             raw.sort_by_key(|&(b, _)| ord(b));
@@ -362,8 +671,16 @@ mod tests {
                 let (k, v) = sort_host(&keys, Some(&vals), threads).expect("a key type");
                 let v = v.expect("values");
                 for (i, &(b, j)) in raw.iter().enumerate() {
-                    assert_eq!(k.bits(i, 0), b, "{s}: key {i}, {threads} threads");
-                    assert_eq!(v.bits(i, 0), j, "{s}: value {i}, {threads} threads");
+                    assert_eq!(
+                        k.bits(i, 0),
+                        b,
+                        "{s} {n} {mode}: key {i}, {threads} threads"
+                    );
+                    assert_eq!(
+                        v.bits(i, 0),
+                        j,
+                        "{s} {n} {mode}: value {i}, {threads} threads"
+                    );
                 }
             }
         }

@@ -13,6 +13,7 @@ pub mod cuda;
 pub mod disk;
 pub mod error;
 pub mod group;
+pub mod hostscan;
 pub mod hostsort;
 mod plan;
 mod planes;

@@ -1,0 +1,558 @@
+//! The CPU device's `cumsum` (issue 25): the fixed order of docs/semantics.md ("Scans") in
+//! one pass over host buffers, on every thread — a chained scan (Merrill and Garland's
+//! single-pass scan, with the predecessor's state handed on instead of looked back for).
+//!
+//! The order: elements in blocks of [`FAN`]; element `i` of block `b` is the fold of the
+//! block up to `i`, left to right, combined after element `b − 1` of the inclusive scan (in
+//! this same order) of the blocks' totals. [`Levels`] computes that scan of the totals as
+//! they arrive, one level per fan-in; a chunk of [`CHUNK`] elements is read once from
+//! memory to fold its blocks, hands its totals through the levels in chunk order, and is
+//! walked again from the cache to write the results. Each result is the same expression
+//! the kernels evaluate, so the bits are the same as every other device's.
+
+use crate::buffer::HostBuffer;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use weft_ir::ScalarType;
+
+/// Elements per block of a scan (frontend `SCAN_FAN`).
+pub const FAN: usize = 32;
+
+/// Elements per chunk: 1,024 blocks (128 KB of `f32`), which stay in a core's L2 cache
+/// between the fold and the walk.
+const CHUNK: usize = FAN * 1024;
+
+/// Blocks folded side by side (independent chains for the core's adders).
+const LANES: usize = 8;
+
+/// An element type with the sum of [`cumsum`]: IEEE addition for floats, wrapping for
+/// integers.
+trait Sum: Copy + Send + Sync + Default + 'static {
+    fn add(self, o: Self) -> Self;
+
+    /// The folds of the [`LANES`] blocks of `g` into `acc` by SIMD, if this CPU has it;
+    /// false when the caller must fold them.
+    fn fold_group(_g: &[Self], _acc: &mut [Self; LANES]) -> bool {
+        false
+    }
+
+    /// The walk of the [`LANES`] blocks of `g` after `prev` into `out` by SIMD, if this CPU
+    /// has it; false when the caller must walk them.
+    fn walk_group(_g: &[Self], _prev: &[Self; LANES], _out: &mut [Self]) -> bool {
+        false
+    }
+}
+
+impl Sum for f32 {
+    fn add(self, o: f32) -> f32 {
+        self + o
+    }
+
+    fn fold_group(g: &[f32], acc: &mut [f32; LANES]) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx") {
+            assert!(g.len() == LANES * FAN);
+            // SAFETY: AVX is present; `g` holds the group's `LANES * FAN` elements.
+            unsafe { avx::fold_group(g.as_ptr(), acc) };
+            return true;
+        }
+        let _ = (g, acc);
+        false
+    }
+
+    fn walk_group(g: &[f32], prev: &[f32; LANES], out: &mut [f32]) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx") {
+            assert!(g.len() == LANES * FAN && out.len() == LANES * FAN);
+            // SAFETY: AVX is present; `g` and `out` hold the group's elements.
+            unsafe { avx::walk_group(g.as_ptr(), prev, out.as_mut_ptr()) };
+            return true;
+        }
+        let _ = (g, prev, out);
+        false
+    }
+}
+
+/// `f32` groups of [`LANES`] blocks with AVX: 8 × 8 tiles of the blocks are transposed so
+/// that one vector holds element `i` of each block, and the blocks' chains run side by side
+/// — the same additions in the same order as the scalar loops.
+#[cfg(target_arch = "x86_64")]
+mod avx {
+    use super::{FAN, LANES};
+    use std::arch::x86_64::*;
+
+    /// Transposes the 8 × 8 tile `r` (row `j` becomes column `j`).
+    #[target_feature(enable = "avx")]
+    fn transpose(r: &mut [__m256; 8]) {
+        let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+        let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+        let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+        let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+        let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+        let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+        let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+        let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+        let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+        let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+        let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+        let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+        let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+        let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+        let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+        let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+        r[0] = _mm256_permute2f128_ps::<0x20>(u0, u4);
+        r[1] = _mm256_permute2f128_ps::<0x20>(u1, u5);
+        r[2] = _mm256_permute2f128_ps::<0x20>(u2, u6);
+        r[3] = _mm256_permute2f128_ps::<0x20>(u3, u7);
+        r[4] = _mm256_permute2f128_ps::<0x31>(u0, u4);
+        r[5] = _mm256_permute2f128_ps::<0x31>(u1, u5);
+        r[6] = _mm256_permute2f128_ps::<0x31>(u2, u6);
+        r[7] = _mm256_permute2f128_ps::<0x31>(u3, u7);
+    }
+
+    /// Columns `8t .. 8t + 8` of the group at `g`: vector `k` holds element `8t + k` of
+    /// every block.
+    ///
+    /// # Safety
+    /// AVX; `g` points at `LANES * FAN` readable `f32`s.
+    #[target_feature(enable = "avx")]
+    unsafe fn columns(g: *const f32, t: usize) -> [__m256; 8] {
+        // SAFETY: rows `j` and columns `8t .. 8t + 8 <= FAN` are inside the group.
+        let mut r: [__m256; 8] =
+            std::array::from_fn(|j| unsafe { _mm256_loadu_ps(g.add(j * FAN + 8 * t)) });
+        transpose(&mut r);
+        r
+    }
+
+    /// The folds of the group's blocks, left to right, into `acc`.
+    ///
+    /// # Safety
+    /// As [`columns`].
+    #[target_feature(enable = "avx")]
+    pub(super) unsafe fn fold_group(g: *const f32, acc: &mut [f32; LANES]) {
+        // SAFETY: the caller's.
+        let c = unsafe { columns(g, 0) };
+        let mut a = c[0];
+        for v in &c[1..] {
+            a = _mm256_add_ps(a, *v);
+        }
+        for t in 1..FAN / 8 {
+            // SAFETY: the caller's.
+            let c = unsafe { columns(g, t) };
+            for v in c {
+                a = _mm256_add_ps(a, v);
+            }
+        }
+        // SAFETY: `acc` holds 8 `f32`s.
+        unsafe { _mm256_storeu_ps(acc.as_mut_ptr(), a) };
+    }
+
+    /// The group's running folds, each combined after its block's `prev`, into `out`.
+    ///
+    /// # Safety
+    /// As [`columns`], and `out` points at `LANES * FAN` writable `f32`s.
+    #[target_feature(enable = "avx")]
+    pub(super) unsafe fn walk_group(g: *const f32, prev: &[f32; LANES], out: *mut f32) {
+        // SAFETY: `prev` holds 8 `f32`s.
+        let p = unsafe { _mm256_loadu_ps(prev.as_ptr()) };
+        let mut a = _mm256_setzero_ps();
+        // The group's results, staged so that they go out as whole lines.
+        let mut stage = [std::mem::MaybeUninit::<__m256>::uninit(); LANES * FAN / 8];
+        for t in 0..FAN / 8 {
+            // SAFETY: the caller's.
+            let c = unsafe { columns(g, t) };
+            let mut o = [_mm256_setzero_ps(); 8];
+            for (k, v) in c.into_iter().enumerate() {
+                a = if t == 0 && k == 0 {
+                    v
+                } else {
+                    _mm256_add_ps(a, v)
+                };
+                o[k] = _mm256_add_ps(p, a);
+            }
+            transpose(&mut o);
+            for (j, v) in o.into_iter().enumerate() {
+                stage[j * FAN / 8 + t].write(v);
+            }
+        }
+        if (out as usize).is_multiple_of(32) {
+            for (i, v) in stage.iter().enumerate() {
+                // SAFETY: the group's output, 32-byte aligned; whole lines in order. Every
+                // stage entry was written (each tile's 8 rows).
+                unsafe { _mm256_stream_ps(out.add(8 * i), v.assume_init()) };
+            }
+        } else {
+            for (i, v) in stage.iter().enumerate() {
+                // SAFETY: the group's output; every stage entry was written.
+                unsafe { _mm256_storeu_ps(out.add(8 * i), v.assume_init()) };
+            }
+        }
+    }
+}
+
+impl Sum for f64 {
+    fn add(self, o: f64) -> f64 {
+        self + o
+    }
+}
+
+impl Sum for u32 {
+    fn add(self, o: u32) -> u32 {
+        self.wrapping_add(o)
+    }
+}
+
+impl Sum for u64 {
+    fn add(self, o: u64) -> u64 {
+        self.wrapping_add(o)
+    }
+}
+
+/// One level of the scan of the blocks' totals: level 0 scans the totals of the element
+/// blocks, level `k + 1` the totals of level `k`'s blocks.
+#[derive(Clone, Copy, Default)]
+struct Level<T> {
+    /// Values seen.
+    count: usize,
+    /// The fold of the current block so far.
+    run: T,
+    /// Element `b − 1` of the next level's scan, for the current block `b > 0`.
+    prev: Option<T>,
+    /// The scan's last element.
+    last: T,
+}
+
+/// The inclusive scan, in the fixed order, of a stream of block totals.
+#[derive(Clone, Default)]
+struct Levels<T> {
+    levels: Vec<Level<T>>,
+}
+
+impl<T: Sum> Levels<T> {
+    /// The scan's last element so far, if any: what the next block is combined after.
+    fn last(&self) -> Option<T> {
+        self.levels.first().filter(|l| l.count > 0).map(|l| l.last)
+    }
+
+    /// Appends `totals` in order, writing before each the scan's last element so far (what
+    /// its block is combined after) into `prev`. Blocks of the first level run in a tight
+    /// loop; a finished one goes on through [`Levels::push`].
+    fn push_all(&mut self, totals: &[T], prev: &mut Vec<Option<T>>) {
+        prev.clear();
+        let mut rest = totals;
+        while !rest.is_empty() {
+            let l0 = self.levels.first().map_or(0, |l| l.count);
+            if !l0.is_multiple_of(FAN) || rest.len() < FAN {
+                prev.push(self.last());
+                self.push(rest[0]);
+                rest = &rest[1..];
+                continue;
+            }
+            // A whole block of the first level: it follows the next level's last element
+            // (when it is not the first block), and its values fold on from its first.
+            let p = if l0 > 0 {
+                self.levels.get(1).map(|l| l.last)
+            } else {
+                None
+            };
+            let mut last = self.last();
+            let mut run = rest[0];
+            for (i, &v) in rest[..FAN].iter().enumerate() {
+                if i > 0 {
+                    run = run.add(v);
+                }
+                prev.push(last);
+                last = Some(match p {
+                    Some(p) => p.add(run),
+                    None => run,
+                });
+            }
+            if self.levels.is_empty() {
+                self.levels.push(Level::default());
+            }
+            self.levels[0] = Level {
+                count: l0 + FAN,
+                run,
+                prev: p,
+                last: last.unwrap_or(run),
+            };
+            // The finished block's fold goes on to the next level.
+            self.push_at(1, run);
+            rest = &rest[FAN..];
+        }
+    }
+
+    /// Appends total `v`: the fold of its block so far, combined after the next level's
+    /// element for the block before; a finished block's fold goes on to the next level.
+    fn push(&mut self, v: T) {
+        self.push_at(0, v);
+    }
+
+    /// [`Levels::push`] from level `k` up.
+    fn push_at(&mut self, mut k: usize, mut v: T) {
+        loop {
+            if k == self.levels.len() {
+                self.levels.push(Level::default());
+            }
+            let above = self.levels.get(k + 1).map(|l| l.last);
+            let l = &mut self.levels[k];
+            if l.count.is_multiple_of(FAN) {
+                // A block's first value; blocks after the first follow the next level's
+                // element for the block before (pushed when that block finished).
+                l.prev = if l.count > 0 { above } else { None };
+                l.run = v;
+            } else {
+                l.run = l.run.add(v);
+            }
+            l.last = match l.prev {
+                Some(p) => p.add(l.run),
+                None => l.run,
+            };
+            l.count += 1;
+            if !l.count.is_multiple_of(FAN) {
+                return;
+            }
+            v = l.run;
+            k += 1;
+        }
+    }
+}
+
+/// The folds of `x`'s blocks (the last may be short), left to right, into `totals`.
+fn fold_blocks<T: Sum>(x: &[T], totals: &mut Vec<T>) {
+    totals.clear();
+    let mut groups = x.chunks_exact(FAN * LANES);
+    for g in groups.by_ref() {
+        let mut acc: [T; LANES] = std::array::from_fn(|j| g[j * FAN]);
+        if !T::fold_group(g, &mut acc) {
+            for i in 1..FAN {
+                for (j, a) in acc.iter_mut().enumerate() {
+                    *a = a.add(g[j * FAN + i]);
+                }
+            }
+        }
+        totals.extend_from_slice(&acc);
+    }
+    for b in groups.remainder().chunks(FAN) {
+        totals.push(b[1..].iter().fold(b[0], |a, &v| a.add(v)));
+    }
+}
+
+/// Asks for the cache lines of `x` into the L2 cache.
+fn prefetch<T>(x: Option<&[T]>) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(x) = x {
+        let bytes = std::mem::size_of_val(x);
+        let p = x.as_ptr().cast::<i8>();
+        for off in (0..bytes).step_by(64) {
+            // SAFETY: a prefetch reads nothing; the address is inside `x`. SSE is part of
+            // x86-64.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
+                    p.wrapping_add(off),
+                )
+            };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}
+
+/// Writes the scan of `x`'s blocks into `out`: each block's running fold, combined after
+/// `prev[b]` where given.
+fn walk_blocks<T: Sum>(x: &[T], prev: &[Option<T>], out: &mut [T], ahead: &[T]) {
+    let put = |p: Option<T>, r: T| match p {
+        Some(p) => p.add(r),
+        None => r,
+    };
+    let mut at = 0;
+    let mut groups = x
+        .chunks_exact(FAN * LANES)
+        .zip(out.chunks_exact_mut(FAN * LANES));
+    for (g, o) in groups.by_ref() {
+        // The same share of the chunk this thread folds next, on its way into the cache
+        // while this one's results go out.
+        prefetch(ahead.get(at * FAN..((at + LANES) * FAN).min(ahead.len())));
+        let p: [Option<T>; LANES] = std::array::from_fn(|j| prev[at + j]);
+        if p.iter().all(Option::is_some) {
+            let p = p.map(|p| p.unwrap_or_default());
+            if T::walk_group(g, &p, o) {
+                at += LANES;
+                continue;
+            }
+        }
+        let mut acc: [T; LANES] = std::array::from_fn(|j| g[j * FAN]);
+        for j in 0..LANES {
+            o[j * FAN] = put(p[j], acc[j]);
+        }
+        for i in 1..FAN {
+            for j in 0..LANES {
+                acc[j] = acc[j].add(g[j * FAN + i]);
+                o[j * FAN + i] = put(p[j], acc[j]);
+            }
+        }
+        at += LANES;
+    }
+    let done = at * FAN;
+    for (b, (xb, ob)) in x[done..]
+        .chunks(FAN)
+        .zip(out[done..].chunks_mut(FAN))
+        .enumerate()
+    {
+        let mut acc = xb[0];
+        ob[0] = put(prev[at + b], acc);
+        for (i, &v) in xb.iter().enumerate().skip(1) {
+            acc = acc.add(v);
+            ob[i] = put(prev[at + b], acc);
+        }
+    }
+}
+
+/// The inclusive scan of `x` into `out` on up to `threads` threads.
+fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) {
+    let n = x.len();
+    let chunks = n.div_ceil(CHUNK);
+    // The levels after the chunks handed on so far, and how many those are.
+    let state = Mutex::new(Levels::<T>::default());
+    let handed = AtomicUsize::new(0);
+    let outs: Vec<Mutex<&mut [T]>> = out.chunks_mut(CHUNK).map(Mutex::new).collect();
+    let workers = threads.clamp(1, chunks.max(1));
+    let chunk = |c: usize| &x[(c * CHUNK).min(n)..((c + 1) * CHUNK).min(n)];
+    // Worker `w` takes chunks `w`, `w + workers`, …
+    let work = |w: usize| {
+        let (mut totals, mut prev) = (Vec::new(), Vec::new());
+        for c in (w..chunks).step_by(workers) {
+            let xc = chunk(c);
+            fold_blocks(xc, &mut totals);
+            // Chunk `c − 1` hands on first; its worker waits only for earlier chunks, so
+            // this wait ends.
+            let mut spins = 0u32;
+            while handed.load(Ordering::Acquire) != c {
+                spins += 1;
+                if spins < 1 << 12 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push_all(&totals, &mut prev);
+            handed.store(c + 1, Ordering::Release);
+            let mut o = outs[c].lock().unwrap_or_else(|e| e.into_inner());
+            walk_blocks(xc, &prev, &mut o, chunk(c + workers));
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: SSE is part of x86-64. Orders the walk's streaming stores before the
+            // stores that follow (the scope's join publishes them).
+            unsafe {
+                std::arch::x86_64::_mm_sfence()
+            };
+        }
+    };
+    std::thread::scope(|sc| {
+        for w in 1..workers {
+            sc.spawn(move || work(w));
+        }
+        work(0);
+    });
+}
+
+/// The elements of plane 0 of `b` as `T`.
+fn plane<T>(b: &HostBuffer) -> &[T] {
+    let p = b.plane(0);
+    // SAFETY: planes start 64-byte aligned and hold `len` lanes of the storage width, which
+    // the callers match with `T`; every bit pattern is a valid number of these types.
+    unsafe { std::slice::from_raw_parts(p.as_ptr().cast::<T>(), b.len()) }
+}
+
+/// The elements of plane 0 of `b` as mutable `T`s.
+fn plane_mut<T>(b: &mut HostBuffer) -> &mut [T] {
+    let n = b.len();
+    let p = b.plane_mut(0);
+    // SAFETY: as in `plane`, borrowed mutably.
+    unsafe { std::slice::from_raw_parts_mut(p.as_mut_ptr().cast::<T>(), n) }
+}
+
+/// The inclusive prefix sums of host buffer `x` (scalars of `f32`, `f64`, `i32`, `u32`,
+/// `i64` or `u64`; integers wrap) in the fixed order of docs/semantics.md ("Scans"), on up
+/// to `threads` threads: the bits of every device's `cumsum`. `None` for other element
+/// types, which the caller scans with its kernels.
+pub fn cumsum_host(x: &HostBuffer, threads: usize) -> Option<HostBuffer> {
+    let (s, 1) = x.elem().lanes()? else {
+        return None;
+    };
+    let mut out = HostBuffer::try_for_output(x.elem(), x.len())?;
+    match s {
+        ScalarType::F32 => scan_planes::<f32>(plane(x), plane_mut(&mut out), threads),
+        ScalarType::F64 => scan_planes::<f64>(plane(x), plane_mut(&mut out), threads),
+        ScalarType::I32 | ScalarType::U32 => {
+            scan_planes::<u32>(plane(x), plane_mut(&mut out), threads)
+        }
+        ScalarType::I64 | ScalarType::U64 => {
+            scan_planes::<u64>(plane(x), plane_mut(&mut out), threads)
+        }
+        _ => return None,
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fixed order written as the recursion of docs/semantics.md.
+    fn tree(x: &[f32]) -> Vec<f32> {
+        let totals: Vec<f32> = x
+            .chunks(FAN)
+            .map(|b| b[1..].iter().fold(b[0], |a, &v| a + v))
+            .collect();
+        let above = if x.len() > FAN {
+            tree(&totals)
+        } else {
+            Vec::new()
+        };
+        let mut out = Vec::with_capacity(x.len());
+        for (b, blk) in x.chunks(FAN).enumerate() {
+            let mut acc = blk[0];
+            for (i, &v) in blk.iter().enumerate() {
+                if i > 0 {
+                    acc += v;
+                }
+                out.push(if b > 0 { above[b - 1] + acc } else { acc });
+            }
+        }
+        out
+    }
+
+    /// The chained scan gives the recursion's bits at lengths around blocks, groups and
+    /// chunks, with up to five levels, on 1 and 3 threads.
+    #[test]
+    fn chained_scan_follows_the_fixed_order() {
+        for n in [
+            1,
+            31,
+            32,
+            33,
+            255,
+            256,
+            257,
+            1025,
+            CHUNK - 1,
+            CHUNK,
+            CHUNK + 1,
+            1_100_003,
+        ] {
+            let x: Vec<f32> = (0..n)
+                .map(|i| ((i * 7919) % 1013) as f32 * 0.013 - 6.0)
+                .collect();
+            let want: Vec<u32> = tree(&x).into_iter().map(f32::to_bits).collect();
+            for threads in [1, 3] {
+                let mut out = vec![0.0f32; n];
+                scan_planes(&x, &mut out, threads);
+                let got: Vec<u32> = out.into_iter().map(f32::to_bits).collect();
+                assert!(got == want, "{n} elements, {threads} threads");
+            }
+        }
+    }
+}
