@@ -234,6 +234,40 @@ impl<T: Sum> Levels<T> {
         self.levels.first().filter(|l| l.count > 0).map(|l| l.last)
     }
 
+    /// Appends the totals of a whole chunk ([`CHUNK`] / [`FAN`] of them, starting a block
+    /// of the second level) given only their folds by 32 (`folds`, the second level's
+    /// values): the second level and above take them one by one, the first level's state
+    /// after the chunk follows from the last. Returns the first level's last element
+    /// before the chunk and the second level's before each fold — all that
+    /// [`chunk_prevs`] needs for the chunk's own elements of the first level. The work done
+    /// in chunk order is 32 pushes instead of 1,024.
+    fn hand_on(&mut self, folds: &[T]) -> (Option<T>, Vec<Option<T>>) {
+        if self.levels.is_empty() {
+            self.levels.push(Level::default());
+        }
+        let l0 = self.levels[0].count;
+        debug_assert!(l0.is_multiple_of(FAN * FAN) && folds.len() * FAN == CHUNK / FAN);
+        let before = self.last();
+        let mut above = Vec::with_capacity(folds.len());
+        for &f in folds {
+            above.push(self.levels.get(1).filter(|l| l.count > 0).map(|l| l.last));
+            self.push_at(1, f);
+        }
+        // The first level's last block: its fold follows the second level's element
+        // before it.
+        let (prev, run) = (above[folds.len() - 1], folds[folds.len() - 1]);
+        self.levels[0] = Level {
+            count: l0 + CHUNK / FAN,
+            run,
+            prev,
+            last: match prev {
+                Some(p) => p.add(run),
+                None => run,
+            },
+        };
+        (before, above)
+    }
+
     /// Appends `totals` in order, writing before each the scan's last element so far (what
     /// its block is combined after) into `prev`. Blocks of the first level run in a tight
     /// loop; a finished one goes on through [`Levels::push`].
@@ -314,6 +348,31 @@ impl<T: Sum> Levels<T> {
             }
             v = l.run;
             k += 1;
+        }
+    }
+}
+
+/// The first level's elements before each of a whole chunk's block totals (`totals`),
+/// into `prev`: its fold within each run of 32 combined after the second level's element
+/// before the run (`above`, from [`Levels::hand_on`]), the first after `before`.
+fn chunk_prevs<T: Sum>(
+    totals: &[T],
+    (before, above): (Option<T>, &[Option<T>]),
+    prev: &mut Vec<Option<T>>,
+) {
+    prev.clear();
+    let mut last = before;
+    for (run32, &a) in totals.chunks(FAN).zip(above) {
+        let mut run = run32[0];
+        for (i, &t) in run32.iter().enumerate() {
+            if i > 0 {
+                run = run.add(t);
+            }
+            prev.push(last);
+            last = Some(match a {
+                Some(p) => p.add(run),
+                None => run,
+            });
         }
     }
 }
@@ -418,28 +477,47 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) {
     let outs: Vec<Mutex<&mut [T]>> = out.chunks_mut(CHUNK).map(Mutex::new).collect();
     let workers = threads.clamp(1, chunks.max(1));
     let chunk = |c: usize| &x[(c * CHUNK).min(n)..((c + 1) * CHUNK).min(n)];
+    // Chunk `c − 1` hands on first; its worker waits only for earlier chunks, so this wait
+    // ends.
+    let wait = |c: usize| {
+        let mut spins = 0u32;
+        while handed.load(Ordering::Acquire) != c {
+            spins += 1;
+            if spins < 1 << 12 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    };
     // Worker `w` takes chunks `w`, `w + workers`, …
     let work = |w: usize| {
         let (mut totals, mut prev) = (Vec::new(), Vec::new());
         for c in (w..chunks).step_by(workers) {
             let xc = chunk(c);
             fold_blocks(xc, &mut totals);
-            // Chunk `c − 1` hands on first; its worker waits only for earlier chunks, so
-            // this wait ends.
-            let mut spins = 0u32;
-            while handed.load(Ordering::Acquire) != c {
-                spins += 1;
-                if spins < 1 << 12 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
+            if xc.len() == CHUNK {
+                // A whole chunk hands on its 32 folds of 32 totals; its own first-level
+                // elements are worked out after.
+                let folds: Vec<T> = totals
+                    .chunks(FAN)
+                    .map(|r| r[1..].iter().fold(r[0], |a, &t| a.add(t)))
+                    .collect();
+                wait(c);
+                let (before, above) = state
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .hand_on(&folds);
+                handed.store(c + 1, Ordering::Release);
+                chunk_prevs(&totals, (before, &above), &mut prev);
+            } else {
+                wait(c);
+                state
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push_all(&totals, &mut prev);
+                handed.store(c + 1, Ordering::Release);
             }
-            state
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push_all(&totals, &mut prev);
-            handed.store(c + 1, Ordering::Release);
             let mut o = outs[c].lock().unwrap_or_else(|e| e.into_inner());
             walk_blocks(xc, &prev, &mut o, chunk(c + workers));
             #[cfg(target_arch = "x86_64")]
