@@ -477,8 +477,8 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) {
     let outs: Vec<Mutex<&mut [T]>> = out.chunks_mut(CHUNK).map(Mutex::new).collect();
     let workers = threads.clamp(1, chunks.max(1));
     let chunk = |c: usize| &x[(c * CHUNK).min(n)..((c + 1) * CHUNK).min(n)];
-    // Chunk `c − 1` hands on first; its worker waits only for earlier chunks, so this wait
-    // ends.
+    // Chunks are claimed in order, each by a running worker, and chunk `c − 1`'s worker
+    // hands it on before it waits for anything later: this wait ends.
     let wait = |c: usize| {
         let mut spins = 0u32;
         while handed.load(Ordering::Acquire) != c {
@@ -490,10 +490,14 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) {
             }
         }
     };
-    // Worker `w` takes chunks `w`, `w + workers`, …
-    let work = |w: usize| {
+    let claimed = AtomicUsize::new(0);
+    let claim = || Some(claimed.fetch_add(1, Ordering::Relaxed)).filter(|&c| c < chunks);
+    // Each worker claims chunks one ahead, so that the next one's data comes into the cache
+    // while this one's results go out.
+    let work = |_: usize| {
         let (mut totals, mut prev) = (Vec::new(), Vec::new());
-        for c in (w..chunks).step_by(workers) {
+        let mut next = claim();
+        while let Some(c) = next {
             let xc = chunk(c);
             fold_blocks(xc, &mut totals);
             if xc.len() == CHUNK {
@@ -518,8 +522,9 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) {
                     .push_all(&totals, &mut prev);
                 handed.store(c + 1, Ordering::Release);
             }
+            next = claim();
             let mut o = outs[c].lock().unwrap_or_else(|e| e.into_inner());
-            walk_blocks(xc, &prev, &mut o, chunk(c + workers));
+            walk_blocks(xc, &prev, &mut o, next.map_or(&[][..], chunk));
             #[cfg(target_arch = "x86_64")]
             // SAFETY: SSE is part of x86-64. Orders the walk's streaming stores before the
             // stores that follow (the scope's join publishes them).
@@ -528,12 +533,9 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) {
             };
         }
     };
-    std::thread::scope(|sc| {
-        for w in 1..workers {
-            sc.spawn(move || work(w));
-        }
-        work(0);
-    });
+    // On the launch pool's threads (no spawn per call); run one after another when the
+    // pool is busy, the first worker claims every chunk in order.
+    crate::parallel_for(workers, &work);
 }
 
 /// The elements of plane 0 of `b` as `T`.
