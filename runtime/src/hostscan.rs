@@ -527,7 +527,7 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) {
             walk_blocks(xc, &prev, &mut o, next.map_or(&[][..], chunk));
             #[cfg(target_arch = "x86_64")]
             // SAFETY: SSE is part of x86-64. Orders the walk's streaming stores before the
-            // stores that follow (the scope's join publishes them).
+            // stores that follow (`parallel_for`'s end publishes them).
             unsafe {
                 std::arch::x86_64::_mm_sfence()
             };

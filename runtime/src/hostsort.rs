@@ -105,8 +105,8 @@ impl<K: Raw> Order<K> {
 #[derive(Clone, Copy)]
 struct Out<T>(*mut T);
 // SAFETY: each thread writes only the positions its digit offsets give it, which no other
-// thread's offsets give (the offsets partition `0..n`), and the scope joins them before the
-// buffer is read.
+// thread's offsets give (the offsets partition `0..n`), and `parallel_for` returns only
+// after every piece has finished, before the buffer is read.
 unsafe impl<T> Send for Out<T> {}
 unsafe impl<T> Sync for Out<T> {}
 
@@ -232,24 +232,22 @@ fn pass<K: Raw, V: Copy + Send + Sync>(
 ) -> Vec<usize> {
     let n = src.keys.len();
     let shares = shares(n, threads);
-    let counts: Vec<Vec<usize>> = std::thread::scope(|sc| {
-        let hs: Vec<_> = shares
-            .iter()
-            .map(|r| {
-                let part = src.part(r.clone());
-                sc.spawn(move || {
-                    let mut h = vec![0usize; digits];
-                    for &k in part.keys {
-                        h[digit(part.order.ordered(k))] += 1;
-                    }
-                    h
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().expect("a sort thread panicked"))
-            .collect()
+    // On the launch pool's threads (no spawn per pass).
+    let counts: Vec<std::sync::Mutex<Vec<usize>>> = shares
+        .iter()
+        .map(|_| std::sync::Mutex::new(vec![0usize; digits]))
+        .collect();
+    crate::parallel_for(shares.len(), &|t| {
+        let part = src.part(shares[t].clone());
+        let mut h = counts[t].lock().unwrap_or_else(|e| e.into_inner());
+        for &k in part.keys {
+            h[digit(part.order.ordered(k))] += 1;
+        }
     });
+    let counts: Vec<Vec<usize>> = counts
+        .into_iter()
+        .map(|c| c.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .collect();
     // Share t's first place for digit d: every key of a smaller digit, then those of digit d
     // in earlier shares.
     let mut starts = vec![vec![0usize; digits]; shares.len()];
@@ -263,18 +261,17 @@ fn pass<K: Raw, V: Copy + Send + Sync>(
         }
     }
     assert_eq!(at, n, "sort: the digit counts cover every key");
-    std::thread::scope(|sc| {
-        for (r, mut next) in shares.into_iter().zip(starts) {
-            let part = src.part(r);
-            sc.spawn(move || {
-                // This share's places for each digit, which the counts give no other share.
-                dst.scatter(part, |o| {
-                    let slot = &mut next[digit(o)];
-                    *slot += 1;
-                    *slot - 1
-                });
-            });
-        }
+    let starts: Vec<std::sync::Mutex<Vec<usize>>> =
+        starts.into_iter().map(std::sync::Mutex::new).collect();
+    crate::parallel_for(shares.len(), &|t| {
+        let part = src.part(shares[t].clone());
+        let mut next = starts[t].lock().unwrap_or_else(|e| e.into_inner());
+        // This share's places for each digit, which the counts give no other share.
+        dst.scatter(part, |o| {
+            let slot = &mut next[digit(o)];
+            *slot += 1;
+            *slot - 1
+        });
     });
     totals
 }
@@ -444,28 +441,23 @@ fn sort_planes<K: Raw, V: Copy + Send + Sync + Default>(
         let d = dst(out, out_values.as_deref_mut(), order);
         let next = std::sync::atomic::AtomicUsize::new(0);
         let workers = threads.clamp(1, small.len().max(1));
-        std::thread::scope(|sc| {
-            for _ in 0..workers {
-                let (small, next) = (&small, &next);
-                sc.spawn(move || {
-                    let d = d;
-                    let mut bufs = Bufs::default();
-                    loop {
-                        let b = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(r) = small.get(b) else { break };
-                        // SAFETY: `r` is inside `0..n`; the buckets are disjoint, and each
-                        // is written by the one thread that took it.
-                        let part = unsafe {
-                            Dst {
-                                keys: Out(d.keys.0.add(r.start)),
-                                values: d.values.map(|v| Out(v.0.add(r.start))),
-                                order: d.order,
-                                len: r.len(),
-                            }
-                        };
-                        sort_bucket(from.part(r.clone()), part, bits, &mut bufs);
+        crate::parallel_for(workers, &|_| {
+            let d = &d;
+            let mut bufs = Bufs::default();
+            loop {
+                let b = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(r) = small.get(b) else { break };
+                // SAFETY: `r` is inside `0..n`; the buckets are disjoint, and each is written
+                // by the one worker that took it.
+                let part = unsafe {
+                    Dst {
+                        keys: Out(d.keys.0.add(r.start)),
+                        values: d.values.map(|v| Out(v.0.add(r.start))),
+                        order: d.order,
+                        len: r.len(),
                     }
-                });
+                };
+                sort_bucket(from.part(r.clone()), part, bits, &mut bufs);
             }
         });
     }
