@@ -492,12 +492,13 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) {
     };
     let claimed = AtomicUsize::new(0);
     let claim = || Some(claimed.fetch_add(1, Ordering::Relaxed)).filter(|&c| c < chunks);
-    // Each worker claims chunks one ahead, so that the next one's data comes into the cache
-    // while this one's results go out.
+    // Workers take turns along the chunks (chunk `c + 1` is folded by another worker while
+    // this one walks `c`), so each prefetches chunk `c + workers`, the one it most likely
+    // takes next, while its results go out. A chunk claimed ahead would keep its successor
+    // on a worker that is busy walking.
     let work = |_: usize| {
         let (mut totals, mut prev) = (Vec::new(), Vec::new());
-        let mut next = claim();
-        while let Some(c) = next {
+        while let Some(c) = claim() {
             let xc = chunk(c);
             fold_blocks(xc, &mut totals);
             if xc.len() == CHUNK {
@@ -522,9 +523,8 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) {
                     .push_all(&totals, &mut prev);
                 handed.store(c + 1, Ordering::Release);
             }
-            next = claim();
             let mut o = outs[c].lock().unwrap_or_else(|e| e.into_inner());
-            walk_blocks(xc, &prev, &mut o, next.map_or(&[][..], chunk));
+            walk_blocks(xc, &prev, &mut o, chunk(c + workers));
             #[cfg(target_arch = "x86_64")]
             // SAFETY: SSE is part of x86-64. Orders the walk's streaming stores before the
             // stores that follow (`parallel_for`'s end publishes them).
