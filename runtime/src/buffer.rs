@@ -319,6 +319,38 @@ impl HostBuffer {
         &mut self.bytes_mut()[l * pb..(l + 1) * pb]
     }
 
+    /// The `len` elements of plane 0 as `T`s (the host sort's and scan's view).
+    ///
+    /// # Panics
+    /// When `T`'s size is not the storage width of this buffer's scalars.
+    pub(crate) fn scalars<T: Plain>(&self) -> &[T] {
+        assert_eq!(
+            std::mem::size_of::<T>(),
+            self.lane_bytes(),
+            "a plane of other widths"
+        );
+        let p = self.plane(0);
+        // SAFETY: planes start 64-byte aligned and hold `stride >= len` elements of this
+        // width; every bit pattern is a valid `T` (`Plain`).
+        unsafe { std::slice::from_raw_parts(p.as_ptr().cast::<T>(), self.len) }
+    }
+
+    /// [`HostBuffer::scalars`], mutable.
+    ///
+    /// # Panics
+    /// As [`HostBuffer::scalars`].
+    pub(crate) fn scalars_mut<T: Plain>(&mut self) -> &mut [T] {
+        assert_eq!(
+            std::mem::size_of::<T>(),
+            self.lane_bytes(),
+            "a plane of other widths"
+        );
+        let n = self.len;
+        let p = self.plane_mut(0);
+        // SAFETY: as in `scalars`, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(p.as_mut_ptr().cast::<T>(), n) }
+    }
+
     /// Plane `l` as `f32`s, when the element's scalar type is f32 (else `None`).
     pub fn plane_f32(&self, l: usize) -> Option<&[f32]> {
         (self.scalar == weft_ir::ScalarType::F32).then(|| {
@@ -406,6 +438,14 @@ impl HostBuffer {
         }
     }
 }
+
+/// Number types every bit pattern of which is a value, at most 8-byte aligned
+/// ([`HostBuffer::scalars`]).
+pub(crate) trait Plain: Copy {}
+impl Plain for u32 {}
+impl Plain for u64 {}
+impl Plain for f32 {}
+impl Plain for f64 {}
 
 #[cfg(test)]
 mod tests {

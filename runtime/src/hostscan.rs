@@ -538,22 +538,6 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) {
     crate::parallel_for(workers, &work);
 }
 
-/// The elements of plane 0 of `b` as `T`.
-fn plane<T>(b: &HostBuffer) -> &[T] {
-    let p = b.plane(0);
-    // SAFETY: planes start 64-byte aligned and hold `len` lanes of the storage width, which
-    // the callers match with `T`; every bit pattern is a valid number of these types.
-    unsafe { std::slice::from_raw_parts(p.as_ptr().cast::<T>(), b.len()) }
-}
-
-/// The elements of plane 0 of `b` as mutable `T`s.
-fn plane_mut<T>(b: &mut HostBuffer) -> &mut [T] {
-    let n = b.len();
-    let p = b.plane_mut(0);
-    // SAFETY: as in `plane`, borrowed mutably.
-    unsafe { std::slice::from_raw_parts_mut(p.as_mut_ptr().cast::<T>(), n) }
-}
-
 /// The inclusive prefix sums of host buffer `x` (scalars of `f32`, `f64`, `i32`, `u32`,
 /// `i64` or `u64`; integers wrap) in the fixed order of docs/semantics.md ("Scans"), on up
 /// to `threads` threads: the bits of every device's `cumsum`. `None` for other element
@@ -564,13 +548,13 @@ pub fn cumsum_host(x: &HostBuffer, threads: usize) -> Option<HostBuffer> {
     };
     let mut out = HostBuffer::try_for_output(x.elem(), x.len())?;
     match s {
-        ScalarType::F32 => scan_planes::<f32>(plane(x), plane_mut(&mut out), threads),
-        ScalarType::F64 => scan_planes::<f64>(plane(x), plane_mut(&mut out), threads),
+        ScalarType::F32 => scan_planes::<f32>(x.scalars(), out.scalars_mut(), threads),
+        ScalarType::F64 => scan_planes::<f64>(x.scalars(), out.scalars_mut(), threads),
         ScalarType::I32 | ScalarType::U32 => {
-            scan_planes::<u32>(plane(x), plane_mut(&mut out), threads)
+            scan_planes::<u32>(x.scalars(), out.scalars_mut(), threads)
         }
         ScalarType::I64 | ScalarType::U64 => {
-            scan_planes::<u64>(plane(x), plane_mut(&mut out), threads)
+            scan_planes::<u64>(x.scalars(), out.scalars_mut(), threads)
         }
         _ => return None,
     }

@@ -496,22 +496,6 @@ fn sort_planes<K: Raw, V: Copy + Send + Sync + Default>(
     }
 }
 
-/// The elements of plane 0 of `b` as `T` (4- or 8-byte lanes).
-fn plane<T>(b: &HostBuffer) -> &[T] {
-    let p = b.plane(0);
-    // SAFETY: planes start 64-byte aligned and hold `stride` lanes of the storage width,
-    // which the callers match with `T`; every bit pattern is a valid u32/u64.
-    unsafe { std::slice::from_raw_parts(p.as_ptr().cast::<T>(), b.len()) }
-}
-
-/// The elements of plane 0 of `b` as mutable `T`s.
-fn plane_mut<T>(b: &mut HostBuffer) -> &mut [T] {
-    let n = b.len();
-    let p = b.plane_mut(0);
-    // SAFETY: as in `plane`, borrowed mutably.
-    unsafe { std::slice::from_raw_parts_mut(p.as_mut_ptr().cast::<T>(), n) }
-}
-
 /// Sorts host buffer `keys` (scalars of `u32`, `i32`, `f32`, `u64`, `i64` or `f64`) in
 /// ascending order — integers numerically, floats in IEEE total order (docs/semantics.md,
 /// "Sorts") — carrying `values` (scalars of a 4- or 8-byte type, the same length) along,
@@ -560,15 +544,17 @@ pub fn sort_host(
     macro_rules! go {
         ($k:ty, $v:ty) => {{
             let vals = match (values, vscratch.as_mut(), out_v.as_mut()) {
-                (Some(v), Some(sc), Some(o)) => {
-                    Some((plane::<$v>(v), plane_mut::<$v>(sc), plane_mut::<$v>(o)))
-                }
+                (Some(v), Some(sc), Some(o)) => Some((
+                    HostBuffer::scalars::<$v>(v),
+                    HostBuffer::scalars_mut::<$v>(sc),
+                    HostBuffer::scalars_mut::<$v>(o),
+                )),
                 _ => None,
             };
             let k = (
-                plane::<$k>(keys),
-                plane_mut::<$k>(&mut scratch),
-                plane_mut::<$k>(&mut out),
+                HostBuffer::scalars::<$k>(keys),
+                HostBuffer::scalars_mut::<$k>(&mut scratch),
+                HostBuffer::scalars_mut::<$k>(&mut out),
             );
             sort_planes::<$k, $v>(k, vals, ks, threads)
         }};
