@@ -11,7 +11,7 @@
 //! the kernels evaluate, so the bits are the same as every other device's.
 
 use crate::buffer::HostBuffer;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use weft_ir::ScalarType;
 
@@ -468,7 +468,7 @@ fn walk_blocks<T: Sum>(x: &[T], prev: &[Option<T>], out: &mut [T], ahead: &[T]) 
 }
 
 /// The inclusive scan of `x` into `out` on up to `threads` threads.
-fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) {
+fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) -> bool {
     let n = x.len();
     let chunks = n.div_ceil(CHUNK);
     // The levels after the chunks handed on so far, and how many those are.
@@ -477,11 +477,18 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) {
     let outs: Vec<Mutex<&mut [T]>> = out.chunks_mut(CHUNK).map(Mutex::new).collect();
     let workers = threads.clamp(1, chunks.max(1));
     let chunk = |c: usize| &x[(c * CHUNK).min(n)..((c + 1) * CHUNK).min(n)];
+    // Set when a worker panicked (a broken invariant): the others stop, and the scan
+    // reports failure instead of handing out a partial result or waiting for ever.
+    let failed = AtomicBool::new(false);
     // Chunks are claimed in order, each by a running worker, and chunk `c − 1`'s worker
-    // hands it on before it waits for anything later: this wait ends.
+    // hands it on before it waits for anything later: this wait ends (false when a worker
+    // failed).
     let wait = |c: usize| {
         let mut spins = 0u32;
         while handed.load(Ordering::Acquire) != c {
+            if failed.load(Ordering::Acquire) {
+                return false;
+            }
             spins += 1;
             if spins < 1 << 12 {
                 std::hint::spin_loop();
@@ -489,6 +496,7 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) {
                 std::thread::yield_now();
             }
         }
+        true
     };
     let claimed = AtomicUsize::new(0);
     let claim = || Some(claimed.fetch_add(1, Ordering::Relaxed)).filter(|&c| c < chunks);
@@ -508,7 +516,9 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) {
                     .chunks(FAN)
                     .map(|r| r[1..].iter().fold(r[0], |a, &t| a.add(t)))
                     .collect();
-                wait(c);
+                if !wait(c) {
+                    return;
+                }
                 let (before, above) = state
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -516,7 +526,9 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) {
                 handed.store(c + 1, Ordering::Release);
                 chunk_prevs(&totals, (before, &above), &mut prev);
             } else {
-                wait(c);
+                if !wait(c) {
+                    return;
+                }
                 state
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -535,30 +547,44 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) {
     };
     // On the launch pool's threads (no spawn per call); run one after another when the
     // pool is busy, the first worker claims every chunk in order.
-    crate::parallel_for(workers, &work);
+    crate::parallel_for(workers, &|w| {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(w))).is_err() {
+            failed.store(true, Ordering::Release);
+        }
+    });
+    !failed.into_inner()
 }
 
 /// The inclusive prefix sums of host buffer `x` (scalars of `f32`, `f64`, `i32`, `u32`,
 /// `i64` or `u64`; integers wrap) in the fixed order of docs/semantics.md ("Scans"), on up
 /// to `threads` threads: the bits of every device's `cumsum`. `None` for other element
-/// types, which the caller scans with its kernels.
+/// types, which the caller scans with its kernels — and when a worker panicked (a broken
+/// invariant, reported on stderr), so that no partial result is handed out.
 pub fn cumsum_host(x: &HostBuffer, threads: usize) -> Option<HostBuffer> {
     let (s, 1) = x.elem().lanes()? else {
         return None;
     };
+    if !matches!(
+        s,
+        ScalarType::F32
+            | ScalarType::F64
+            | ScalarType::I32
+            | ScalarType::U32
+            | ScalarType::I64
+            | ScalarType::U64
+    ) {
+        return None;
+    }
     let mut out = HostBuffer::try_for_output(x.elem(), x.len())?;
-    match s {
+    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match s {
         ScalarType::F32 => scan_planes::<f32>(x.scalars(), out.scalars_mut(), threads),
         ScalarType::F64 => scan_planes::<f64>(x.scalars(), out.scalars_mut(), threads),
         ScalarType::I32 | ScalarType::U32 => {
             scan_planes::<u32>(x.scalars(), out.scalars_mut(), threads)
         }
-        ScalarType::I64 | ScalarType::U64 => {
-            scan_planes::<u64>(x.scalars(), out.scalars_mut(), threads)
-        }
-        _ => return None,
-    }
-    Some(out)
+        _ => scan_planes::<u64>(x.scalars(), out.scalars_mut(), threads),
+    }));
+    matches!(done, Ok(true)).then_some(out)
 }
 
 #[cfg(test)]
@@ -613,7 +639,7 @@ mod tests {
             let want: Vec<u32> = tree(&x).into_iter().map(f32::to_bits).collect();
             for threads in [1, 3] {
                 let mut out = vec![0.0f32; n];
-                scan_planes(&x, &mut out, threads);
+                assert!(scan_planes(&x, &mut out, threads));
                 let got: Vec<u32> = out.into_iter().map(f32::to_bits).collect();
                 assert!(got == want, "{n} elements, {threads} threads");
             }

@@ -223,13 +223,13 @@ impl<K: Raw, V: Copy> Dst<K, V> {
 
 /// One stable counting pass over `src` on up to `threads` threads: keys (and values) go to
 /// `dst` in ascending order of `digit` of their ordered form (`digits` values), equal digits
-/// in input order. Returns the keys of each digit.
+/// in input order. Returns the keys of each digit; `None` when a thread panicked.
 fn pass<K: Raw, V: Copy + Send + Sync>(
     src: Src<'_, K, V>,
     dst: Dst<K, V>,
     (digit, digits): (impl Fn(K) -> usize + Send + Sync + Copy, usize),
     threads: usize,
-) -> Vec<usize> {
+) -> Option<Vec<usize>> {
     let n = src.keys.len();
     let shares = shares(n, threads);
     // On the launch pool's threads (no spawn per pass).
@@ -237,7 +237,7 @@ fn pass<K: Raw, V: Copy + Send + Sync>(
         .iter()
         .map(|_| std::sync::Mutex::new(vec![0usize; digits]))
         .collect();
-    crate::parallel_for(shares.len(), &|t| {
+    let counted = crate::parallel_for_checked(shares.len(), &|t| {
         let part = src.part(shares[t].clone());
         let mut h = counts[t].lock().unwrap_or_else(|e| e.into_inner());
         for &k in part.keys {
@@ -263,7 +263,10 @@ fn pass<K: Raw, V: Copy + Send + Sync>(
     assert_eq!(at, n, "sort: the digit counts cover every key");
     let starts: Vec<std::sync::Mutex<Vec<usize>>> =
         starts.into_iter().map(std::sync::Mutex::new).collect();
-    crate::parallel_for(shares.len(), &|t| {
+    if !counted {
+        return None;
+    }
+    let placed = crate::parallel_for_checked(shares.len(), &|t| {
         let part = src.part(shares[t].clone());
         let mut next = starts[t].lock().unwrap_or_else(|e| e.into_inner());
         // This share's places for each digit, which the counts give no other share.
@@ -273,7 +276,7 @@ fn pass<K: Raw, V: Copy + Send + Sync>(
             *slot - 1
         });
     });
-    totals
+    placed.then_some(totals)
 }
 
 /// The widths of the passes that sort the low `bits` bits: as even as [`LSD_BITS`] allows.
@@ -367,16 +370,17 @@ fn sort_bucket<K: Raw, V: Copy + Default>(
 /// Most-significant-digit passes of 4 bits (16 places written at once) cut the keys into
 /// buckets of about [`BUCKET`] keys by their top bits; each thread then sorts whole
 /// buckets by their low bits in its own cache-sized buffers, writing `out` in the last
-/// pass. Every pass is stable, so the result is the one permutation the keys fix.
+/// pass. Every pass is stable, so the result is the one permutation the keys fix. `false`
+/// when a thread panicked (the output is then not the sort).
 fn sort_planes<K: Raw, V: Copy + Send + Sync + Default>(
     (keys, scratch, out): (&[K], &mut [K], &mut [K]),
     values: Option<(&[V], &mut [V], &mut [V])>,
     s: ScalarType,
     threads: usize,
-) {
+) -> bool {
     let n = keys.len();
     if n == 0 {
-        return;
+        return true;
     }
     let (values, mut vscratch, mut out_values) = match values {
         Some((v, sc, o)) => (Some(v), Some(sc), Some(o)),
@@ -398,7 +402,7 @@ fn sort_planes<K: Raw, V: Copy + Send + Sync + Default>(
     if msd == 0 {
         let d = dst(out, out_values.as_deref_mut(), order);
         sort_bucket(input, d, K::BITS, &mut Default::default());
-        return;
+        return true;
     }
     // The passes by the top 4, 8, … bits alternate between `out` and `scratch`, the last
     // writing `scratch`.
@@ -420,7 +424,10 @@ fn sort_planes<K: Raw, V: Copy + Send + Sync + Default>(
                 dst(out, out_values.as_deref_mut(), Order::SAME),
             ),
         };
-        totals = pass(src, d, (digit, 1 << width), threads);
+        let Some(t) = pass(src, d, (digit, 1 << width), threads) else {
+            return false;
+        };
+        totals = t;
     }
     // The buckets, now in `scratch`: small ones sorted a thread each, large ones by passes
     // on every thread.
@@ -441,7 +448,7 @@ fn sort_planes<K: Raw, V: Copy + Send + Sync + Default>(
         let d = dst(out, out_values.as_deref_mut(), order);
         let next = std::sync::atomic::AtomicUsize::new(0);
         let workers = threads.clamp(1, small.len().max(1));
-        crate::parallel_for(workers, &|_| {
+        let sorted = crate::parallel_for_checked(workers, &|_| {
             let d = &d;
             let mut bufs = Bufs::default();
             loop {
@@ -460,6 +467,9 @@ fn sort_planes<K: Raw, V: Copy + Send + Sync + Default>(
                 sort_bucket(from.part(r.clone()), part, bits, &mut bufs);
             }
         });
+        if !sorted {
+            return false;
+        }
     }
     for r in large {
         // Passes of the low bits over the bucket, between `scratch` and `out`; the last
@@ -482,7 +492,9 @@ fn sort_planes<K: Raw, V: Copy + Send + Sync + Default>(
                 let d = dst(&mut scratch[r.clone()], vs, Order::SAME);
                 (Src::stored(out, out_values.as_deref()).part(r.clone()), d)
             };
-            pass(src, d, (digit, 1 << w), threads);
+            if pass(src, d, (digit, 1 << w), threads).is_none() {
+                return false;
+            }
             shift += w;
         }
         if widths.len().is_multiple_of(2) {
@@ -494,6 +506,7 @@ fn sort_planes<K: Raw, V: Copy + Send + Sync + Default>(
             }
         }
     }
+    true
 }
 
 /// Sorts host buffer `keys` (scalars of `u32`, `i32`, `f32`, `u64`, `i64` or `f64`) in
@@ -559,11 +572,18 @@ pub fn sort_host(
             sort_planes::<$k, $v>(k, vals, ks, threads)
         }};
     }
-    match (ks.bits(), vs.map(|s| s.bits())) {
-        (32, Some(64)) => go!(u32, u64),
-        (32, _) => go!(u32, u32),
-        (_, Some(64)) => go!(u64, u64),
-        _ => go!(u64, u32),
+    // A panic (a broken invariant) is reported on stderr and the caller sorts with its
+    // kernels instead: no partial result is handed out.
+    let sorted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        match (ks.bits(), vs.map(|s| s.bits())) {
+            (32, Some(64)) => go!(u32, u64),
+            (32, _) => go!(u32, u32),
+            (_, Some(64)) => go!(u64, u64),
+            _ => go!(u64, u32),
+        }
+    }));
+    if !matches!(sorted, Ok(true)) {
+        return None;
     }
     Some((out, out_v))
 }

@@ -45,6 +45,19 @@ pub fn parallel_for(n: usize, f: &(dyn Fn(usize) + Sync)) {
     pool::run(n, f)
 }
 
+/// [`parallel_for`] for host work whose partial results must not be used: `false` when a
+/// piece panicked (the panic hook reports it on stderr; the other pieces still run), so
+/// the caller can discard what was written and take another path.
+pub(crate) fn parallel_for_checked(n: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    parallel_for(n, &|i| {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(i))).is_err() {
+            failed.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    !failed.into_inner()
+}
+
 /// Backends this build can run programs on ([`Backend::NAMES`]). `cuda` is always compiled
 /// in; whether a GPU and driver are present is a run-time matter ([`cuda_driver_status`],
 /// [`cuda_devices`]).
