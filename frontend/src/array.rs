@@ -663,6 +663,20 @@ impl ArrayData {
         }
     }
 
+    /// The view's elements in a host buffer: the stored one when the view is the whole of
+    /// it (no copy), else [`ArrayData::to_host_buffer`]'s.
+    pub(crate) fn host_buffer(&self) -> Result<Arc<HostBuffer>> {
+        if let Source::Stored(st) = &self.source {
+            if self.offset == 0 && self.contiguous() {
+                let h = st.host()?;
+                if h.len() == self.len() {
+                    return Ok(h);
+                }
+            }
+        }
+        Ok(Arc::new(self.to_host_buffer()?))
+    }
+
     /// The view's elements, row-major, in a fresh host buffer.
     pub(crate) fn to_host_buffer(&self) -> Result<HostBuffer> {
         let n = self.len();

@@ -1859,7 +1859,7 @@ fn cumsum_on_cpu(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<Option<
     {
         return Ok(None);
     }
-    let x = crate::sort::host_buffer(data)?;
+    let x = data.host_buffer()?;
     let threads = rayon::current_num_threads();
     let Some(y) = weft_runtime::hostscan::cumsum_host(&x, threads) else {
         return Ok(None);

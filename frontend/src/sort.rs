@@ -488,22 +488,6 @@ fn sort_impl<K: Elem, V: Elem>(
     Ok((k, v))
 }
 
-/// The elements of `d` in a host buffer: its stored one when it is the whole of it, else a
-/// copy.
-pub(crate) fn host_buffer(
-    d: &crate::array::ArrayData,
-) -> Result<std::sync::Arc<weft_runtime::HostBuffer>> {
-    if let crate::array::Source::Stored(st) = &d.source {
-        if d.offset == 0 && d.contiguous() {
-            let h = st.host()?;
-            if h.len() == d.len() {
-                return Ok(h);
-            }
-        }
-    }
-    Ok(std::sync::Arc::new(d.to_host_buffer()?))
-}
-
 /// On a CPU device or the interpreter (not while a sequence is recorded), the sort of
 /// `keys` (and `values`) by the runtime's radix sort over the host buffers on every thread
 /// ([`weft_runtime::hostsort::sort_host`]: stable too, so the same permutation). `None`
@@ -518,8 +502,8 @@ fn sort_on_cpu<K: Elem, V: Elem>(
     if (dev.as_cpu().is_none() && !dev.is_interp()) || crate::sequence::recording() {
         return Ok(None);
     }
-    let k = host_buffer(&keys.data)?;
-    let v = values.map(|v| host_buffer(&v.data)).transpose()?;
+    let k = keys.data.host_buffer()?;
+    let v = values.map(|v| v.data.host_buffer()).transpose()?;
     let threads = rayon::current_num_threads();
     let Some((sk, sv)) = weft_runtime::hostsort::sort_host(&k, v.as_deref(), threads) else {
         return Ok(None);

@@ -269,50 +269,13 @@ impl<T: Sum> Levels<T> {
     }
 
     /// Appends `totals` in order, writing before each the scan's last element so far (what
-    /// its block is combined after) into `prev`. Blocks of the first level run in a tight
-    /// loop; a finished one goes on through [`Levels::push`].
+    /// its block is combined after) into `prev` (a chunk shorter than [`CHUNK`]; whole ones
+    /// go through [`Levels::hand_on`]).
     fn push_all(&mut self, totals: &[T], prev: &mut Vec<Option<T>>) {
         prev.clear();
-        let mut rest = totals;
-        while !rest.is_empty() {
-            let l0 = self.levels.first().map_or(0, |l| l.count);
-            if !l0.is_multiple_of(FAN) || rest.len() < FAN {
-                prev.push(self.last());
-                self.push(rest[0]);
-                rest = &rest[1..];
-                continue;
-            }
-            // A whole block of the first level: it follows the next level's last element
-            // (when it is not the first block), and its values fold on from its first.
-            let p = if l0 > 0 {
-                self.levels.get(1).map(|l| l.last)
-            } else {
-                None
-            };
-            let mut last = self.last();
-            let mut run = rest[0];
-            for (i, &v) in rest[..FAN].iter().enumerate() {
-                if i > 0 {
-                    run = run.add(v);
-                }
-                prev.push(last);
-                last = Some(match p {
-                    Some(p) => p.add(run),
-                    None => run,
-                });
-            }
-            if self.levels.is_empty() {
-                self.levels.push(Level::default());
-            }
-            self.levels[0] = Level {
-                count: l0 + FAN,
-                run,
-                prev: p,
-                last: last.unwrap_or(run),
-            };
-            // The finished block's fold goes on to the next level.
-            self.push_at(1, run);
-            rest = &rest[FAN..];
+        for &t in totals {
+            prev.push(self.last());
+            self.push(t);
         }
     }
 
