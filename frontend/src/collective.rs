@@ -42,6 +42,8 @@ use std::sync::Arc;
 use weft_ir::builder::ProgramBuilder;
 use weft_ir::{Boundary, Const, Module, Opcode, ScalarType, Type};
 
+mod chain;
+
 /// Columns per block of every reduction's tree (docs/semantics.md, "Reductions"); also the
 /// width of a GPU warp, so a level's columns are one warp's threads.
 pub const LANES: usize = 32;
@@ -1817,8 +1819,13 @@ fn scan_levels(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<ArrayData
     if let Some(y) = cumsum_on_cpu(dev, c, data)? {
         return Ok(y);
     }
-    if gpu_plan(dev) && tile_items(c, data.elem).is_some() && !crate::sequence::recording() {
-        return scan_tiles(dev, c, data);
+    if gpu_plan(dev) && !crate::sequence::recording() {
+        if data.len() > 0 && chain::applies(c, data.elem) {
+            return chain::scan(dev, c, data);
+        }
+        if tile_items(c, data.elem).is_some() {
+            return scan_tiles(dev, c, data);
+        }
     }
     let n = data.len();
     let elems = [data.elem];

@@ -836,10 +836,29 @@ impl CudaDevice {
     /// # Errors
     /// `cuMemAlloc` failing.
     pub fn alloc_uninit(&self, elem: Type, n: usize) -> Result<CudaBuffer, RuntimeError> {
+        self.alloc_filled(elem, n, false)
+    }
+
+    /// A buffer of `n` elements of `elem` (same plane layout as [`CudaDevice::upload`]'s)
+    /// whose bytes are all zero: a fill queued on the device's stream, no upload (the
+    /// flags and counters a kernel starts from).
+    ///
+    /// # Errors
+    /// `cuMemAlloc` or `cuMemsetD8Async` failing.
+    pub fn alloc_zeroed(&self, elem: Type, n: usize) -> Result<CudaBuffer, RuntimeError> {
+        self.alloc_filled(elem, n, true)
+    }
+
+    fn alloc_filled(&self, elem: Type, n: usize, zero: bool) -> Result<CudaBuffer, RuntimeError> {
         let i = &self.inner;
+        let bytes = HostBuffer::bytes_for(elem, n);
         let buf = guard("cuMemAlloc", || {
             i.bind()?;
-            i.alloc(HostBuffer::bytes_for(elem, n))
+            if zero {
+                i.alloc_zeroed(bytes)
+            } else {
+                i.alloc(bytes)
+            }
         })?;
         Ok(CudaBuffer {
             dev: i.clone(),

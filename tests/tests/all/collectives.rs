@@ -498,6 +498,69 @@ fn scans_follow_their_fixed_order_on_every_device() {
     }
 }
 
+/// The GPU's one-pass scan (`scan.chain`) looks back through the levels of the tree in its
+/// fixed order: lengths around its tiles (8,192 elements) and around the groups of 32 of
+/// them at each level, run with the GPU plan on a CPU device (and on each GPU present),
+/// against [`scan_order`]; also the interpreter for a few tiles.
+#[test]
+fn one_pass_scans_keep_the_tree_order_across_tiles() {
+    let half = half_sum();
+    let sizes = [
+        8_191usize, 8_192, 8_193, 40_000, 262_144, 270_000, 1_048_576, 2_109_441,
+    ];
+    let mut runs: Vec<(Device, usize)> = vec![
+        (Device::cpu_cranelift(), usize::MAX),
+        (Device::interp(), 40_000),
+    ];
+    runs.extend(
+        devices()
+            .into_iter()
+            .filter(|d| d.name().starts_with("cuda"))
+            .map(|d| (d, usize::MAX)),
+    );
+    for n in sizes {
+        let xf: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919) % 1013) as f32 * 0.013 - 6.0)
+            .collect();
+        let xi: Vec<i32> = (0..n).map(|i| (i as i32).wrapping_mul(2_654_435)).collect();
+        let xu: Vec<u32> = xi.iter().map(|&x| x as u32 ^ 0x8000_0001).collect();
+        let fa = Array::from_vec([n], xf.clone()).unwrap();
+        let ia = Array::from_vec([n], xi.clone()).unwrap();
+        let ua = Array::from_vec([n], xu.clone()).unwrap();
+        let want_f: Vec<u32> = scan_order(&xf, &|a, b| a + b)
+            .into_iter()
+            .map(canon)
+            .collect();
+        let want_h: Vec<u32> = scan_order(&xf, &|a, b| (a + b) * 0.5)
+            .into_iter()
+            .map(canon)
+            .collect();
+        let want_i = scan_order(&xi, &|a: i32, b| a.wrapping_add(b));
+        let want_u = scan_order(&xu, &|a: u32, b| a.wrapping_add(b));
+        let bits =
+            |a: Array<1, f32>| -> Vec<u32> { a.to_vec().unwrap().into_iter().map(canon).collect() };
+        for (dev, most) in &runs {
+            if n > *most {
+                continue;
+            }
+            let d = dev.name();
+            let check = || {
+                assert!(bits(cumsum(&fa).unwrap()) == want_f, "f32 {d} {n}");
+                assert!(bits(scan(&half, &fa).unwrap()) == want_h, "user {d} {n}");
+                assert!(
+                    cumsum(&ia).unwrap().to_vec().unwrap() == want_i,
+                    "i32 {d} {n}"
+                );
+                assert!(
+                    cumsum(&ua).unwrap().to_vec().unwrap() == want_u,
+                    "u32 {d} {n}"
+                );
+            };
+            weft::collective::with_gpu_plan(|| dev.scope(check));
+        }
+    }
+}
+
 #[test]
 fn integer_scatters_equal_a_host_loop_on_every_device() {
     for n in [0usize, 1, 1000, 70_001] {
