@@ -662,10 +662,9 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
     });
     barrier(b);
 
-    // Block `l`'s prefix `S₁[B − 1]`: for a group's first block `S₂[h − 2] ⊕ a₂[h − 1]`,
-    // for the others `S₂[h − 1] ⊕ G[l − 1]` (each first factor when its index is ≥ 0),
-    // with `h` the block's level-2 group; combined before each element of the block's scan,
-    // in place (not block 0's: tile 0's first 32 elements are their own scan).
+    // Block `l`'s prefix `S₁[B − 1]` into `t1[l]`: for a group's first block
+    // `S₂[h − 2] ⊕ a₂[h − 1]`, for the others `S₂[h − 1] ⊕ G[l − 1]` (each first factor
+    // when its index is ≥ 0), with `h` the block's level-2 group (block 0 has none).
     let m = binc(b, Opcode::Shr, l, 5);
     let h = bin(b, Opcode::Add, et, m);
     let h1 = bin(b, Opcode::Ge, h, one);
@@ -710,35 +709,31 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
                 )
             },
         )[0];
-        for chunk in (0..SCAN_FAN).collect::<Vec<_>>().chunks(2 * CHUNK) {
-            let vals: Vec<_> = chunk
-                .iter()
-                .map(|&e| {
-                    let ec = ic(b, e);
-                    let s = block_slot(b, ec);
-                    (s, b.read(stage, s))
-                })
-                .collect();
-            for (s, v) in vals {
-                let y = comb(b, &cp, pre, v);
-                b.effect(Opcode::Store, &[stage, s, y]);
-            }
-        }
+        b.effect(Opcode::Store, &[t1, l, pre]);
     });
     barrier(b);
 
-    // The tile out, coalesced.
-    // A loop, not unrolled here: unrolled, the compiler front-loads every element's
-    // read and bounds check (96 registers, two work-groups per multiprocessor).
+    // The tile out, coalesced, each element's in-block scan combined after its block's
+    // prefix (not block 0's: tile 0's first 32 elements are their own scan). A loop, not
+    // unrolled here: unrolled, the compiler front-loads every element's reads and bounds
+    // check (96 registers, two work-groups per multiprocessor).
     let fan = ic(b, SCAN_FAN);
+    let later_tile = bin(b, Opcode::Gt, t, zero);
     b.for_range(zero, fan, one, |b, j| {
         let j8 = binc(b, Opcode::Shl, j, 3);
-        let k = bin(b, Opcode::Add, lh, j8);
-        let k = binc(b, Opcode::And, k, SCAN_FAN - 1);
+        let blk = bin(b, Opcode::Add, lh, j8);
+        let k = binc(b, Opcode::And, blk, SCAN_FAN - 1);
         let k = bin(b, Opcode::Xor, l, k);
         let row = binc(b, Opcode::Shl, j, 8);
         let s = bin(b, Opcode::Add, row, k);
-        let v = b.read(stage, s);
+        let x = b.read(stage, s);
+        let blk = binc(b, Opcode::And, blk, ITEMS - 1);
+        let pre = b.read(t1, blk);
+        let y = comb(b, &cp, pre, x);
+        let zero = ic(b, 0);
+        let later = bin(b, Opcode::Gt, blk, zero);
+        let later = bin(b, Opcode::Or, later, later_tile);
+        let v = b.select(later, y, x);
         let q = bin(b, Opcode::Add, row, l);
         let i = bin(b, Opcode::Add, base, q);
         b.effect(Opcode::Store, &[out, i, v]);
