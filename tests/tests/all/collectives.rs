@@ -222,6 +222,33 @@ fn count_and_reduce_take_programs_that_read_uniforms() {
             );
         });
     }
+    // A scan's combiner reads its uniform too, also in the GPU's one-pass kernel: with
+    // `scale` 1 each combination is an addition, so the scan is `cumsum`'s bit for bit.
+    scale.set(1.0);
+    let want: Vec<u32> = scan_order(&xs.to_vec().unwrap(), &|a, b| a + b)
+        .into_iter()
+        .map(canon)
+        .collect();
+    let runs = devices()
+        .into_iter()
+        .map(|d| (d, false))
+        .chain([(Device::cpu_cranelift(), true)]);
+    for (dev, as_gpu) in runs {
+        let check = || {
+            let y = scan(&scaled, &xs).unwrap().to_vec().unwrap();
+            let y: Vec<u32> = y.into_iter().map(canon).collect();
+            assert!(
+                y == want,
+                "scan with a uniform on {} (GPU plan: {as_gpu})",
+                dev.name()
+            );
+        };
+        if as_gpu {
+            weft::collective::with_gpu_plan(|| dev.scope(check));
+        } else {
+            dev.scope(check);
+        }
+    }
 }
 
 #[test]
