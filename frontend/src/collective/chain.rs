@@ -368,8 +368,10 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
 
     // Block `l`'s scan from its start, in place, and its fold.
     let lo = binc(b, Opcode::Shl, l, 5);
-    let glo = bin(b, Opcode::Add, base, lo);
-    let left = bin(b, Opcode::Sub, n, glo);
+    // Elements from the tile's start (never `base + …`, which can pass i32::MAX in the last
+    // tile of a scan near MAX_ELEMENTS).
+    let rest = bin(b, Opcode::Sub, n, base);
+    let left = bin(b, Opcode::Sub, rest, lo);
     let len = binc(b, Opcode::Min, left, SCAN_FAN);
     let has = bin(b, Opcode::Gt, len, zero);
     let block_slot = |b: &mut ProgramBuilder, e: Value| {
@@ -407,8 +409,7 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
 
     // The tile's blocks and level-2 groups; group `l`'s scan of its blocks' folds, and its
     // fold, published at once (level 2 starts at word 1).
-    let from = bin(b, Opcode::Sub, n, base);
-    let from = binc(b, Opcode::Add, from, SCAN_FAN - 1);
+    let from = binc(b, Opcode::Add, rest, SCAN_FAN - 1);
     let blocks = binc(b, Opcode::Shr, from, 5);
     let blocks = binc(b, Opcode::Min, blocks, ITEMS);
     let bg = binc(b, Opcode::Add, blocks, SCAN_FAN - 1);
@@ -511,8 +512,8 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
         }
         let zero = ic(b, 0);
         walk(b, &cp, (wv, fv), zero, WINDOW_2);
-        let end = binc(b, Opcode::Add, base, TILE);
-        let full = bin(b, Opcode::Le, end, n);
+        let tile = ic(b, TILE);
+        let full = bin(b, Opcode::Le, tile, rest);
         let cm = binc(b, Opcode::And, c0, SCAN_FAN - 1);
         let last = binc(b, Opcode::Eq, cm, SCAN_FAN - 1);
         let comp = bin(b, Opcode::And, full, last);
