@@ -1122,8 +1122,19 @@ fn runs_kernel_level(dev: &Device, c: &Combiner, cur: &ArrayData, n: usize) -> R
 /// element: on a GPU, device memory with no launch to fill it (written in place by the
 /// kernel, which the array alone holds); elsewhere the output of `reduce.zeros`.
 fn level_output(dev: &Device, c: &Combiner, t: Type, len: usize) -> Result<ArrayData> {
+    kernel_array(dev, c, t, len, false)
+}
+
+/// [`level_output`], or with `zero` an array whose elements are all zero bits on every
+/// device (on a GPU a fill queued on its stream: the flags and counters a kernel starts
+/// from).
+fn kernel_array(dev: &Device, c: &Combiner, t: Type, len: usize, zero: bool) -> Result<ArrayData> {
     if let crate::device::Kind::Cuda(gpu) = &*dev.0 {
-        let b = gpu.alloc_uninit(t, len)?;
+        let b = if zero {
+            gpu.alloc_zeroed(t, len)?
+        } else {
+            gpu.alloc_uninit(t, len)?
+        };
         return Ok(ArrayData::stored(
             crate::array::Storage::from_resident(crate::array::Resident::Cuda(b)),
             crate::array::Dims::from_slice(&[len]),

@@ -25,7 +25,7 @@
 //! Measured on an H200 (docs/performance.md, fourteenth session): 2^26 f32 in 0.21 ms
 //! against 0.35 ms for the two-pass `scan.tile` plan.
 
-use super::{finish_module, i32c, level_output, memo, Combiner, Memo, SCAN_FAN};
+use super::{finish_module, i32c, kernel_array, level_output, memo, Combiner, Memo, SCAN_FAN};
 use crate::array::ArrayData;
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -95,7 +95,7 @@ pub(super) fn scan(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<Array
     let groups = u32::try_from(n.div_ceil(TILE))
         .map_err(|_| Error::argument(format!("scan: {n} elements")))?;
     let (levels, words) = layout(n);
-    let mut flags = zeroed(dev, c, words)?;
+    let mut flags = kernel_array(dev, c, Type::scalar(ScalarType::U64), words, true)?;
     let mut out = level_output(dev, c, elem, n)?;
     let mut args = [
         crate::dsl::KernelArg::array_data(data),
@@ -107,19 +107,6 @@ pub(super) fn scan(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<Array
     kernel.launch_on(dev, &[groups], &[ITEMS as u32], &mut args)?;
     drop(args);
     Ok(out)
-}
-
-/// `len` zero `u64` words on `dev` (a fill on the GPU's stream; elsewhere `reduce.zeros`).
-fn zeroed(dev: &Device, c: &Combiner, len: usize) -> Result<ArrayData> {
-    let t = Type::scalar(ScalarType::U64);
-    if let crate::device::Kind::Cuda(gpu) = &*dev.0 {
-        let b = gpu.alloc_zeroed(t, len)?;
-        return Ok(ArrayData::stored(
-            crate::array::Storage::from_resident(crate::array::Resident::Cuda(b)),
-            crate::array::Dims::from_slice(&[len]),
-        ));
-    }
-    level_output(dev, c, t, len)
 }
 
 /// A 1-D array type of `t`.
@@ -179,18 +166,14 @@ fn comb(b: &mut ProgramBuilder, cp: &weft_ir::Program, x: Value, y: Value) -> Va
     b.call(cp, &[x, y])[0]
 }
 
-/// Builder shorthands for the kernel's `i32` index arithmetic.
-fn ic(b: &mut ProgramBuilder, v: usize) -> Value {
-    i32c(b, v)
-}
-
+/// Builder shorthands for the kernel's `i32` index arithmetic: `x op y`.
 fn bin(b: &mut ProgramBuilder, o: Opcode, x: Value, y: Value) -> Value {
     b.op(o, &[x, y])
 }
 
 /// `x op k` for a constant `k`.
 fn binc(b: &mut ProgramBuilder, o: Opcode, x: Value, k: usize) -> Value {
-    let k = ic(b, k);
+    let k = i32c(b, k);
     b.op(o, &[x, k])
 }
 
@@ -206,14 +189,14 @@ struct Run {
 
 /// The run one level up: `max(⌊lo / 32⌋ − 1, 0) ..= ⌊hi / 32⌋ − 1` (none stays none).
 fn up(b: &mut ProgramBuilder, r: Run) -> Run {
-    let zero = ic(b, 0);
+    let zero = i32c(b, 0);
     let g = binc(b, Opcode::Shr, r.lo, 5);
     let lo = binc(b, Opcode::Sub, g, 1);
     let lo = bin(b, Opcode::Max, lo, zero);
     let need = bin(b, Opcode::Ge, r.hi, zero);
     let g = binc(b, Opcode::Shr, r.hi, 5);
     let hi = binc(b, Opcode::Sub, g, 1);
-    let none = ic(b, 0);
+    let none = i32c(b, 0);
     let none = binc(b, Opcode::Sub, none, 1);
     let hi = b.select(need, hi, none);
     let off = bin(b, Opcode::Add, r.off, r.size);
@@ -234,7 +217,7 @@ fn climb(b: &mut ProgramBuilder, r2: Run, lev: Value) -> Run {
     for (v, x) in vars.iter().zip([r2.lo, r2.hi, r2.off, r2.size]) {
         b.def_var(*v, x);
     }
-    let (zero, one) = (ic(b, 0), ic(b, 1));
+    let (zero, one) = (i32c(b, 0), i32c(b, 1));
     b.for_range(zero, lev, one, |b, _| {
         let r = Run {
             lo: b.use_var(vars[0]),
@@ -261,6 +244,31 @@ fn window_start(b: &mut ProgramBuilder, lo: Value) -> Value {
     binc(b, Opcode::Shl, g, 5)
 }
 
+/// `dst[slots[p]]` ← the fold of `src[slots[32⌊p / 32⌋]] ..= src[slots[p]]` left to right
+/// (a fold restarts every 32 slots), reading `chunk` slots at a time before folding them
+/// (more would hold more registers, which cost work-groups per multiprocessor).
+fn left_scan(
+    b: &mut ProgramBuilder,
+    cp: &weft_ir::Program,
+    (src, dst): (Value, Value),
+    slots: &[Value],
+    chunk: usize,
+) {
+    let mut acc = None;
+    for (c, part) in slots.chunks(chunk).enumerate() {
+        let vals: Vec<_> = part.iter().map(|&at| (at, b.read(src, at))).collect();
+        for (k, (at, v)) in vals.into_iter().enumerate() {
+            let p = c * chunk + k;
+            let a = match acc {
+                Some(a) if !p.is_multiple_of(SCAN_FAN) => comb(b, cp, a, v),
+                _ => v,
+            };
+            b.effect(Opcode::Store, &[dst, at, a]);
+            acc = Some(a);
+        }
+    }
+}
+
 /// `fv[row + p]` ← the fold of `wv[row + 32⌊p / 32⌋ ..= row + p]` for `p < len`: a
 /// window's folds from each group's start (its first index is a group's start).
 fn walk(
@@ -270,24 +278,8 @@ fn walk(
     row: Value,
     len: usize,
 ) {
-    let mut acc = None;
-    for chunk in (0..len).collect::<Vec<_>>().chunks(CHUNK) {
-        let vals: Vec<_> = chunk
-            .iter()
-            .map(|&p| {
-                let at = binc(b, Opcode::Add, row, p);
-                (p, at, b.read(wv, at))
-            })
-            .collect();
-        for (p, at, v) in vals {
-            let a = match acc {
-                Some(a) if p % SCAN_FAN != 0 => comb(b, cp, a, v),
-                _ => v,
-            };
-            b.effect(Opcode::Store, &[fv, at, a]);
-            acc = Some(a);
-        }
-    }
+    let slots: Vec<_> = (0..len).map(|p| binc(b, Opcode::Add, row, p)).collect();
+    left_scan(b, cp, (wv, fv), &slots, CHUNK);
 }
 
 /// The `scan.chain` kernel (module docs). Parameters: `x0`, `n`, `levels` (from
@@ -307,7 +299,7 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
     let out = b.buffer("o0", arr(elem)?);
     let flags = b.buffer("p", arr(u64t)?);
     let shared = |b: &mut ProgramBuilder, len: usize, t: Type| -> Result<Value> {
-        let cap = ic(b, len);
+        let cap = i32c(b, len);
         Ok(b.op_typed(Opcode::Shared, &[cap], arr(t)?))
     };
     let tile_no = shared(b, 1, i32t)?;
@@ -321,20 +313,17 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
     let fv = shared(b, LEVELS * WINDOW, elem)?;
     // Per level: the run's first and last index and the window's first.
     let meta = shared(b, 3 * LEVELS, i32t)?;
-    // Work-item 0's chain of completed groups after level 2: whether it goes on, its value.
-    let chain = shared(b, 1, i32t)?;
-    let chain_v = shared(b, 1, elem)?;
     let cp = c.program().clone();
     let lid = b.op_typed(Opcode::LocalId, &[], i32t);
     let l = binc(b, Opcode::And, lid, ITEMS - 1);
-    let (zero, one) = (ic(b, 0), ic(b, 1));
+    let (zero, one) = (i32c(b, 0), i32c(b, 1));
     let first = bin(b, Opcode::Eq, l, zero);
     let barrier = |b: &mut ProgramBuilder| b.effect(Opcode::Barrier, &[]);
 
     // The tile's number, in the order work-groups start.
     b.if_(first, |b| {
         let one64 = b.constant(Const::scalar(ScalarType::U64, 1));
-        let zero = ic(b, 0);
+        let zero = i32c(b, 0);
         let t = b.op_typed(Opcode::AtomicAdd, &[flags, zero, one64], u64t);
         let t = b.cast(t, i32t);
         b.effect(Opcode::Store, &[tile_no, zero, t]);
@@ -379,27 +368,13 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
         bin(b, Opcode::Or, lo, k)
     };
     b.if_(has, |b| {
-        let mut acc = None;
-        for chunk in (0..SCAN_FAN).collect::<Vec<_>>().chunks(2 * CHUNK) {
-            let vals: Vec<_> = chunk
-                .iter()
-                .map(|&e| {
-                    let ec = ic(b, e);
-                    let s = block_slot(b, ec);
-                    (s, b.read(stage, s))
-                })
-                .collect();
-            for (s, v) in vals {
-                acc = Some(match acc {
-                    Some(a) => {
-                        let a = comb(b, &cp, a, v);
-                        b.effect(Opcode::Store, &[stage, s, a]);
-                        a
-                    }
-                    None => v,
-                });
-            }
-        }
+        let slots: Vec<_> = (0..SCAN_FAN)
+            .map(|e| {
+                let ec = i32c(b, e);
+                block_slot(b, ec)
+            })
+            .collect();
+        left_scan(b, &cp, (stage, stage), &slots, 2 * CHUNK);
         let last = binc(b, Opcode::Sub, len, 1);
         let s = block_slot(b, last);
         let f = b.read(stage, s);
@@ -422,25 +397,13 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
             let q = bin(b, Opcode::Or, g0, r);
             binc(b, Opcode::And, q, ITEMS - 1)
         };
-        let mut acc = None;
-        for chunk in (0..SCAN_FAN).collect::<Vec<_>>().chunks(CHUNK) {
-            let vals: Vec<_> = chunk
-                .iter()
-                .map(|&r| {
-                    let rc = ic(b, r);
-                    let q = at(b, rc);
-                    (q, b.read(t1, q))
-                })
-                .collect();
-            for (q, v) in vals {
-                let a = match acc {
-                    Some(a) => comb(b, &cp, a, v),
-                    None => v,
-                };
-                b.effect(Opcode::Store, &[g1, q, a]);
-                acc = Some(a);
-            }
-        }
+        let slots: Vec<_> = (0..SCAN_FAN)
+            .map(|r| {
+                let rc = i32c(b, r);
+                at(b, rc)
+            })
+            .collect();
+        left_scan(b, &cp, (t1, g1), &slots, CHUNK);
         let nb = bin(b, Opcode::Sub, blocks, g0);
         let nb = binc(b, Opcode::Min, nb, SCAN_FAN);
         let last = binc(b, Opcode::Sub, nb, 1);
@@ -470,7 +433,7 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
     let read_window = |b: &mut ProgramBuilder, r: Run, row: Value, p: Value, own: bool| {
         let w = window_start(b, r.lo);
         let j = bin(b, Opcode::Add, w, p);
-        let zero = ic(b, 0);
+        let zero = i32c(b, 0);
         let need = bin(b, Opcode::Ge, r.hi, zero);
         let in_win = binc(b, Opcode::Lt, p, WINDOW);
         let to_hi = bin(b, Opcode::Le, j, r.hi);
@@ -505,32 +468,32 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
     // of 32 (a full tile, t ≡ 3 mod 4), publishes that group's fold one level up; meanwhile
     // work-items 64 … read the windows of the levels above, three levels a round.
     let c0 = binc(b, Opcode::Add, et, GROUPS - 1);
+    let tile = i32c(b, TILE);
+    let full = bin(b, Opcode::Le, tile, rest);
+    let cm = binc(b, Opcode::And, c0, SCAN_FAN - 1);
+    let last = binc(b, Opcode::Eq, cm, SCAN_FAN - 1);
+    let comp = bin(b, Opcode::And, full, last);
+    let up3 = b.declare_var("up3", elem);
+    let z = b.constant(Const::zero(elem));
+    b.def_var(up3, z);
     b.if_(first, |b| {
         for (q, v) in [lo2, hi2, w2].into_iter().enumerate() {
-            let at = ic(b, q);
+            let at = i32c(b, q);
             b.effect(Opcode::Store, &[meta, at, v]);
         }
-        let zero = ic(b, 0);
+        let zero = i32c(b, 0);
         walk(b, &cp, (wv, fv), zero, WINDOW_2);
-        let tile = ic(b, TILE);
-        let full = bin(b, Opcode::Le, tile, rest);
-        let cm = binc(b, Opcode::And, c0, SCAN_FAN - 1);
-        let last = binc(b, Opcode::Eq, cm, SCAN_FAN - 1);
-        let comp = bin(b, Opcode::And, full, last);
-        let ci = b.cast(comp, i32t);
-        b.effect(Opcode::Store, &[chain, zero, ci]);
         b.if_(comp, |b| {
             let p = bin(b, Opcode::Sub, hi2, w2);
             let f = b.read(fv, p);
-            let gl = ic(b, GROUPS - 1);
+            let gl = i32c(b, GROUPS - 1);
             let mine = b.read(t2, gl);
             let v = comb(b, &cp, f, mine);
             let g = binc(b, Opcode::Shr, c0, 5);
             let o = bin(b, Opcode::Add, one, size2);
             let at = bin(b, Opcode::Add, o, g);
             publish(b, elem, flags, at, v);
-            let zero = ic(b, 0);
-            b.effect(Opcode::Store, &[chain_v, zero, v]);
+            b.def_var(up3, v);
         });
     });
     let upper = binc(b, Opcode::Ge, l, 2 * SCAN_FAN);
@@ -540,7 +503,7 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
         let p = binc(b, Opcode::And, k, WINDOW - 1);
         let rounds = binc(b, Opcode::Add, levels, 1);
         let rounds = binc(b, Opcode::Div, rounds, 3);
-        let (zero, one) = (ic(b, 0), ic(b, 1));
+        let (zero, one) = (i32c(b, 0), i32c(b, 1));
         b.for_range(zero, rounds, one, |b, round| {
             let r3 = binc(b, Opcode::Mul, round, 3);
             let lev = bin(b, Opcode::Add, r3, slot);
@@ -579,12 +542,10 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
     // Work-item 0: the chain of completed groups above level 2, then top down S on each
     // level's run (`S_{k+1}[g − 1] ⊕ fold` in place of the fold).
     b.if_(first, |b| {
-        let zero = ic(b, 0);
-        let one = ic(b, 1);
-        let go = b.read(chain, zero);
-        let go = bin(b, Opcode::Ne, go, zero);
-        b.if_(go, |b| {
-            let v = b.read(chain_v, zero);
+        let zero = i32c(b, 0);
+        let one = i32c(b, 1);
+        b.if_(comp, |b| {
+            let v = b.use_var(up3);
             let i32t = Type::i32();
             let (own, cidx, comp) = (
                 b.declare_var("own", elem),
@@ -596,7 +557,7 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
             b.def_var(cidx, c1);
             let t = b.constant(Const::bool(true));
             b.def_var(comp, t);
-            let (zero, one) = (ic(b, 0), ic(b, 1));
+            let one = i32c(b, 1);
             b.for_range(one, levels, one, |b, lev| {
                 let ci = b.use_var(cidx);
                 let cm = binc(b, Opcode::And, ci, SCAN_FAN - 1);
@@ -624,11 +585,10 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
                     b.def_var(own, v);
                     b.def_var(cidx, g);
                 });
-                let _ = zero;
             });
         });
         b.for_range(zero, levels, one, |b, kk| {
-            let one = ic(b, 1);
+            let one = i32c(b, 1);
             let top = binc(b, Opcode::Sub, levels, 1);
             let lev = bin(b, Opcode::Sub, top, kk);
             let mrow = binc(b, Opcode::Mul, lev, 3);
@@ -644,7 +604,7 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
             let urow = binc(b, Opcode::Mul, ulev, WINDOW);
             let end = bin(b, Opcode::Add, hi, one);
             b.for_range(lo, end, one, |b, j| {
-                let zero = ic(b, 0);
+                let zero = i32c(b, 0);
                 let g = binc(b, Opcode::Shr, j, 5);
                 let later = bin(b, Opcode::Gt, g, zero);
                 b.if_(later, |b| {
@@ -683,7 +643,7 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
             r0,
             |b| {
                 let a = b.read(wv, p1);
-                let two = ic(b, 2);
+                let two = i32c(b, 2);
                 let h2 = bin(b, Opcode::Ge, h, two);
                 b.if_else(
                     h2,
@@ -718,7 +678,7 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
     // prefix (not block 0's: tile 0's first 32 elements are their own scan). A loop, not
     // unrolled here: unrolled, the compiler front-loads every element's reads and bounds
     // check (96 registers, two work-groups per multiprocessor).
-    let fan = ic(b, SCAN_FAN);
+    let fan = i32c(b, SCAN_FAN);
     let later_tile = bin(b, Opcode::Gt, t, zero);
     b.for_range(zero, fan, one, |b, j| {
         let j8 = binc(b, Opcode::Shl, j, 3);
@@ -731,7 +691,7 @@ fn program(c: &Combiner, elem: Type) -> Result<Module> {
         let blk = binc(b, Opcode::And, blk, ITEMS - 1);
         let pre = b.read(t1, blk);
         let y = comb(b, &cp, pre, x);
-        let zero = ic(b, 0);
+        let zero = i32c(b, 0);
         let later = bin(b, Opcode::Gt, blk, zero);
         let later = bin(b, Opcode::Or, later, later_tile);
         let v = b.select(later, y, x);

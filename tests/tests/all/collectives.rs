@@ -229,26 +229,22 @@ fn count_and_reduce_take_programs_that_read_uniforms() {
         .into_iter()
         .map(canon)
         .collect();
-    let runs = devices()
-        .into_iter()
-        .map(|d| (d, false))
-        .chain([(Device::cpu_cranelift(), true)]);
-    for (dev, as_gpu) in runs {
-        let check = || {
-            let y = scan(&scaled, &xs).unwrap().to_vec().unwrap();
-            let y: Vec<u32> = y.into_iter().map(canon).collect();
-            assert!(
-                y == want,
-                "scan with a uniform on {} (GPU plan: {as_gpu})",
-                dev.name()
-            );
-        };
-        if as_gpu {
-            weft::collective::with_gpu_plan(|| dev.scope(check));
-        } else {
-            dev.scope(check);
-        }
+    on_every_device_and_the_gpu_plan(|d| {
+        let y = scan(&scaled, &xs).unwrap().to_vec().unwrap();
+        let y: Vec<u32> = y.into_iter().map(canon).collect();
+        assert!(y == want, "scan with a uniform on {d}");
+    });
+}
+
+/// Runs `check` (given the device's name) on every device, then on a CPU device with the
+/// GPU's plan of collectives (`scan.chain`, `scan.tile`, the GPU's reduction levels).
+fn on_every_device_and_the_gpu_plan(check: impl Fn(&str)) {
+    for dev in devices() {
+        dev.scope(|| check(&dev.name()));
     }
+    let dev = Device::cpu_cranelift();
+    let d = format!("{} with the GPU plan", dev.name());
+    weft::collective::with_gpu_plan(|| dev.scope(|| check(&d)));
 }
 
 #[test]
@@ -480,48 +476,32 @@ fn scans_follow_their_fixed_order_on_every_device() {
         let want_he = if n == 0 { Vec::new() } else { want_he };
         let bits =
             |a: Array<1, f32>| -> Vec<u32> { a.to_vec().unwrap().into_iter().map(canon).collect() };
-        // Also a CPU device with the GPU's plan (`scan.tile` kernels).
-        let runs = devices()
-            .into_iter()
-            .map(|d| (d, false))
-            .chain([(Device::cpu_cranelift(), true)]);
-        for (dev, as_gpu) in runs {
-            let check = || {
-                let d = if as_gpu {
-                    format!("{} with the GPU plan", dev.name())
-                } else {
-                    dev.name()
-                };
-                assert_eq!(bits(cumsum(&fa).unwrap()), want_f, "f32 {d} {n}");
-                assert_eq!(
-                    cumsum(&ia).unwrap().to_vec().unwrap(),
-                    want_i,
-                    "i32 {d} {n}"
-                );
-                let e = cumsum_exclusive(&ia).unwrap().to_vec().unwrap();
-                assert_eq!(e, want_ie, "exclusive {d} {n}");
-                assert_eq!(bits(scan(&half, &fa).unwrap()), want_h, "user {d} {n}");
-                let he = scan_exclusive(&half, &fa, 3.0).unwrap();
-                assert_eq!(bits(he), want_he, "user exclusive {d} {n}");
-                // Other types: f64, u64 (wrapping) and 2-lane f32 tuples, lane by lane.
-                let d64 = cumsum(&da).unwrap().to_vec().unwrap();
-                let d64: Vec<u64> = d64.iter().map(|x| x.to_bits()).collect();
-                assert_eq!(d64, want_d, "f64 {d} {n}");
-                assert_eq!(
-                    cumsum(&ua).unwrap().to_vec().unwrap(),
-                    want_u,
-                    "u64 {d} {n}"
-                );
-                let t2 = cumsum(&ta).unwrap().to_vec().unwrap();
-                let t2: Vec<[u32; 2]> = t2.iter().map(|p| [canon(p[0]), canon(p[1])]).collect();
-                assert_eq!(t2, want_t, "[f32; 2] {d} {n}");
-            };
-            if as_gpu {
-                weft::collective::with_gpu_plan(|| dev.scope(check));
-            } else {
-                dev.scope(check);
-            }
-        }
+        // Also a CPU device with the GPU's plan (`scan.chain`, `scan.tile`).
+        on_every_device_and_the_gpu_plan(|d| {
+            assert_eq!(bits(cumsum(&fa).unwrap()), want_f, "f32 {d} {n}");
+            assert_eq!(
+                cumsum(&ia).unwrap().to_vec().unwrap(),
+                want_i,
+                "i32 {d} {n}"
+            );
+            let e = cumsum_exclusive(&ia).unwrap().to_vec().unwrap();
+            assert_eq!(e, want_ie, "exclusive {d} {n}");
+            assert_eq!(bits(scan(&half, &fa).unwrap()), want_h, "user {d} {n}");
+            let he = scan_exclusive(&half, &fa, 3.0).unwrap();
+            assert_eq!(bits(he), want_he, "user exclusive {d} {n}");
+            // Other types: f64, u64 (wrapping) and 2-lane f32 tuples, lane by lane.
+            let d64 = cumsum(&da).unwrap().to_vec().unwrap();
+            let d64: Vec<u64> = d64.iter().map(|x| x.to_bits()).collect();
+            assert_eq!(d64, want_d, "f64 {d} {n}");
+            assert_eq!(
+                cumsum(&ua).unwrap().to_vec().unwrap(),
+                want_u,
+                "u64 {d} {n}"
+            );
+            let t2 = cumsum(&ta).unwrap().to_vec().unwrap();
+            let t2: Vec<[u32; 2]> = t2.iter().map(|p| [canon(p[0]), canon(p[1])]).collect();
+            assert_eq!(t2, want_t, "[f32; 2] {d} {n}");
+        });
     }
 }
 
@@ -533,7 +513,7 @@ fn scans_follow_their_fixed_order_on_every_device() {
 fn one_pass_scans_keep_the_tree_order_across_tiles() {
     let half = half_sum();
     let sizes = [
-        8_191usize, 8_192, 8_193, 40_000, 262_144, 270_000, 1_048_576, 2_109_441,
+        8_191usize, 8_192, 8_193, 40_000, 262_144, 270_000, 1_048_576, 2_109_441, 33_571_841,
     ];
     let mut runs: Vec<(Device, usize)> = vec![
         (Device::cpu_cranelift(), usize::MAX),
