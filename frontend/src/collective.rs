@@ -1832,7 +1832,7 @@ fn scan_levels(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<ArrayData
     }
     if gpu_plan(dev) && !crate::sequence::recording() {
         if data.len() > 0 && chain::applies(c, data.elem) {
-            return chain::scan(dev, c, data);
+            return chain::scan(dev, c, data, None);
         }
         if tile_items(c, data.elem).is_some() {
             return scan_tiles(dev, c, data);
@@ -2186,7 +2186,14 @@ fn scan_with<T: Elem>(c: &Combiner, a: &Array<1, T>, init: Option<Const>) -> Res
         )));
     }
     let dev = Device::current();
-    let y = scan_levels(&dev, c, &a.data.contiguous_view()?)?;
+    let data = a.data.contiguous_view()?;
+    if let Some(init) = init {
+        // On a GPU, `scan.chain` writes the exclusive scan itself (no `scan.shift` pass).
+        if gpu_plan(&dev) && !crate::sequence::recording() && chain::applies(c, data.elem) {
+            return Array::from_data(chain::scan(&dev, c, &data, Some(init))?);
+        }
+    }
+    let y = scan_levels(&dev, c, &data)?;
     let Some(init) = init else {
         return Array::from_data(y);
     };

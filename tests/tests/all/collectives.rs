@@ -553,6 +553,9 @@ fn one_pass_scans_keep_the_tree_order_across_tiles() {
             let d = dev.name();
             let check = || {
                 assert!(bits(cumsum(&fa).unwrap()) == want_f, "f32 {d} {n}");
+                // The exclusive scan, written one place on by the same kernel.
+                let e = bits(cumsum_exclusive(&fa).unwrap());
+                assert!(e[0] == 0 && e[1..] == want_f[..n - 1], "exclusive {d} {n}");
                 assert!(bits(scan(&half, &fa).unwrap()) == want_h, "user {d} {n}");
                 assert!(
                     cumsum(&ia).unwrap().to_vec().unwrap() == want_i,
