@@ -3,7 +3,7 @@
 # binaries, runs every filetest on the cuda backend and the CUDA integration tests, the
 # differential fuzzer with cuda, builds the nvcc baselines and runs the GPU benchmarks. Output
 # goes to stdout and $OUT (if set). Arguments pick steps (default all): filetests cuda library
-# fuzz bench workloads kernels. FUZZ_CASES (default 20000) sets the fuzz budget.
+# fuzz bench workloads kernels registers. FUZZ_CASES (default 20000) sets the fuzz budget.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # The binaries were built in /work/main and find filetests and examples there.
@@ -16,7 +16,7 @@ chmod +x /tmp/weft-bin/*
 mkdir -p data/cache && cp .gpu/mache.pqr .gpu/lund_a.mtx .gpu/coins.png data/cache/
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 /tmp/weft-bin/weft devices
-steps=" ${*:-filetests cuda library fuzz bench workloads kernels} "
+steps=" ${*:-filetests cuda library fuzz bench workloads kernels registers} "
 want() { [[ "$steps" == *" $1 "* ]]; }
 if want filetests; then
 echo "== filetests on cuda"
@@ -49,6 +49,16 @@ python3 -c 'import numpy as np; np.save("/tmp/x.npy", (np.arange(1<<20) % 7).ast
 /tmp/weft-bin/weft run examples/ir/kernels/reduce.weft --backend cuda --grid 64 --block 256 --in x=/tmp/x.npy --in partials=/tmp/p.npy --sum partials 2>&1 | tee -a "$out/kernels_tests.txt"
 /tmp/weft-bin/weft fuzz --kernels --backends cranelift,llvm,cuda --seed 3 --cases "${KERNEL_FUZZ_CASES:-2000}" --out-dir "$out/kernel-fuzz" 2>&1 | tail -3 | tee -a "$out/kernels_tests.txt"
 /tmp/weft-bin/weft-bench kernels --gpu --out "$out/performance-kernels.md" 2>&1 | tail -16
+fi
+if want registers; then
+# scan.chain holds 5 work-groups a multiprocessor only at 48 registers or fewer
+# (docs/performance.md, fifteenth session): a change that crosses it costs 10 %.
+echo "== registers of the collectives' kernels (ptxas -v on their PTX)"
+rm -rf /tmp/weft-ptx && mkdir -p /tmp/weft-ptx
+WEFT_CACHE=off WEFT_DUMP_PTX=/tmp/weft-ptx /tmp/weft-bin/all collectives::one_pass collectives::sorts --test-threads 1 >/dev/null 2>&1
+for f in /tmp/weft-ptx/*.ptx; do
+  echo "$(basename "$f" .ptx): $(ptxas -v -arch=sm_90 -o /dev/null "$f" 2>&1 | grep -o 'Used [0-9]* registers.*')"
+done | tee "$out/registers.txt"
 fi
 want bench || exit 0
 echo "== baselines"

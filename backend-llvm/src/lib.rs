@@ -593,6 +593,10 @@ pub fn compile_ptx(
         .write_to_memory_buffer(&module, FileType::Assembly)
         .map_err(llvm_err)?;
     let ptx = String::from_utf8_lossy(buf.as_slice()).into_owned();
+    if let Some(dir) = std::env::var_os("WEFT_DUMP_PTX") {
+        // A developer's switch (docs/testing.md): a failed write only loses the dump.
+        let _ = std::fs::write(std::path::Path::new(&dir).join(format!("{name}.ptx")), &ptx);
+    }
     Ok(PtxKernel {
         ptx,
         entry,
