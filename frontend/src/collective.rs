@@ -1830,13 +1830,11 @@ fn scan_levels(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<ArrayData
     if let Some(y) = cumsum_on_cpu(dev, c, data)? {
         return Ok(y);
     }
-    if gpu_plan(dev) && !crate::sequence::recording() {
-        if data.len() > 0 && chain::applies(c, data.elem) {
-            return chain::scan(dev, c, data, None);
-        }
-        if tile_items(c, data.elem).is_some() {
-            return scan_tiles(dev, c, data);
-        }
+    if let Some(y) = one_pass_scan(dev, c, data, None)? {
+        return Ok(y);
+    }
+    if gpu_plan(dev) && !crate::sequence::recording() && tile_items(c, data.elem).is_some() {
+        return scan_tiles(dev, c, data);
     }
     let n = data.len();
     let elems = [data.elem];
@@ -1863,6 +1861,25 @@ fn scan_levels(dev: &Device, c: &Combiner, data: &ArrayData) -> Result<ArrayData
     let args = vec![ArgVal::Array(data.clone()), ArgVal::Array(totals)];
     let mut out = run_level(dev, &m, "scan.spread", args, &[n])?;
     Ok(out.remove(0))
+}
+
+/// With the GPU plan (not while a sequence is recorded), the scan of `data` (exclusive
+/// with `init`) by `scan.chain` in one pass, where it applies (one 32-bit scalar state,
+/// `n ≥ 1`); `None` elsewhere.
+fn one_pass_scan(
+    dev: &Device,
+    c: &Combiner,
+    data: &ArrayData,
+    init: Option<Const>,
+) -> Result<Option<ArrayData>> {
+    if gpu_plan(dev)
+        && !crate::sequence::recording()
+        && data.len() > 0
+        && chain::applies(c, data.elem)
+    {
+        return chain::scan(dev, c, data, init).map(Some);
+    }
+    Ok(None)
 }
 
 /// On a CPU device (not while a sequence is recorded, nor under [`with_gpu_plan`]), a
@@ -2187,11 +2204,9 @@ fn scan_with<T: Elem>(c: &Combiner, a: &Array<1, T>, init: Option<Const>) -> Res
     }
     let dev = Device::current();
     let data = a.data.contiguous_view()?;
-    if let Some(init) = init {
-        // On a GPU, `scan.chain` writes the exclusive scan itself (no `scan.shift` pass).
-        if gpu_plan(&dev) && !crate::sequence::recording() && chain::applies(c, data.elem) {
-            return Array::from_data(chain::scan(&dev, c, &data, Some(init))?);
-        }
+    // `scan.chain` writes an exclusive scan itself (no `scan.shift` pass).
+    if let Some(y) = one_pass_scan(&dev, c, &data, init)? {
+        return Array::from_data(y);
     }
     let y = scan_levels(&dev, c, &data)?;
     let Some(init) = init else {

@@ -298,7 +298,9 @@ fn walk(
 }
 
 /// The `scan.chain` kernel (module docs). Parameters: `x0`, `n`, `levels` (from
-/// [`layout`]), the output `o0`, and `p`, the zeroed scratch words. The tile sits in
+/// [`layout`]), the output `o0`, `p`, the zeroed scratch words, and for an `exclusive`
+/// scan `init`, element 0 of the output (every other result is written one place on). The
+/// tile sits in
 /// shared memory with element `q` at `q ^ (⌊q / 32⌋ mod 32)`, so that a work-item's block
 /// and a warp's coalesced row both touch every bank once; indices are masked so that the
 /// lowering can see they are in range.
