@@ -1716,6 +1716,39 @@ impl<'m> Lower<'m> {
         )
     }
 
+    /// An `i32` coordinate `c` clamped to `0 ..= max(n, 1) − 1` in 32 bits, widened to `i64`
+    /// (the same index as [`Self::clamp_coord`] of its sign extension: an `i32` is below
+    /// 2^31, so the bound saturates at `i32::MAX` without changing the result). On PTX the
+    /// 64-bit clamp took ten instructions a read (compares and selects on both halves); this
+    /// one takes two, and the widening of a non-negative index folds into the address.
+    fn clamp_coord_i32(&mut self, c: &str, n: &str, u: bool) -> String {
+        let n1 = self.min_max_i64("umax", n, "1");
+        let hi = self.def(format!("sub i64 {n1}, 1"));
+        let hi = self.min_max_i64("umin", hi, "2147483647");
+        let hi = self.def(format!("trunc i64 {hi} to i32"));
+        let hi = if u {
+            hi
+        } else {
+            self.splat(ScalarType::I32, &hi)
+        };
+        let (t32, t64) = (self.ty(ScalarType::I32, u), self.ty(ScalarType::I64, u));
+        let m = self.mangle(ScalarType::I32, u);
+        let zero = self.konst(ScalarType::I32, 0, u);
+        let c = self.intrinsic(
+            "",
+            &format!("llvm.smin.{m}"),
+            &t32,
+            &[(t32.clone(), c.to_string()), (t32.clone(), hi)],
+        );
+        let c = self.intrinsic(
+            "",
+            &format!("llvm.smax.{m}"),
+            &t32,
+            &[(t32.clone(), c), (t32.clone(), zero)],
+        );
+        self.def(format!("zext {t32} {c} to {t64}"))
+    }
+
     /// A host scalar read of 1-D clamped array `ai` at `c` (type `cs`): in range, a load at
     /// `c` behind one compare and a branch predicted taken; out of range (cold), the load at
     /// the clamped index. The select chain of a clamp (`smin`, `smax`: six x86 instructions
@@ -1920,7 +1953,9 @@ impl<'m> Lower<'m> {
         for (k, n) in dims.iter().enumerate() {
             let c = lane_of(coords, k).v;
             let known = inb || self.known_in_range(&c, ai, k);
-            let c = if cs.bits() == 64 {
+            let c = if !known && boundary == Boundary::Clamp && cs == ScalarType::I32 {
+                self.clamp_coord_i32(&c, n, u)
+            } else if cs.bits() == 64 {
                 c
             } else {
                 let tc = self.ty(cs, u);
@@ -1940,6 +1975,7 @@ impl<'m> Lower<'m> {
             };
             let c = match boundary {
                 _ if known => c,
+                Boundary::Clamp if cs == ScalarType::I32 => c,
                 Boundary::Clamp => self.clamp_coord(&c, &n1, u),
                 Boundary::Repeat => {
                     let r = self.def(format!("srem {t64} {c}, {n1}"));

@@ -112,12 +112,19 @@ impl Lower<'_> {
         let mut lin = String::from("0");
         let mut ok = String::from("true");
         for (k, n) in dims.iter().enumerate() {
-            let c = if cs == ScalarType::I64 {
-                coords[k].clone()
+            let (c, inb) = if cs == ScalarType::I64 {
+                let c = coords[k].clone();
+                let inb = self.def(format!("icmp ult i64 {c}, {n}"));
+                (c, inb)
             } else {
-                self.def(format!("sext i32 {} to i64", coords[k]))
+                // In 32 bits (one compare, not two): `c <u min(n, 2^31)` as `u32` is
+                // `0 ≤ c < n` for an `i32` `c`, and an index in range widens with zeros.
+                let c = &coords[k];
+                let n32 = self.min_max_i64("umin", n.as_str(), "2147483648");
+                let n32 = self.def(format!("trunc i64 {n32} to i32"));
+                let inb = self.def(format!("icmp ult i32 {c}, {n32}"));
+                (self.def(format!("zext i32 {c} to i64")), inb)
             };
-            let inb = self.def(format!("icmp ult i64 {c}, {n}"));
             ok = self.def(format!("and i1 {ok}, {inb}"));
             let t = self.def(format!("mul i64 {lin}, {n}"));
             lin = self.def(format!("add i64 {t}, {c}"));
