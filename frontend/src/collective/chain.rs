@@ -102,18 +102,45 @@ pub(super) fn scan(
     let groups = u32::try_from(n.div_ceil(TILE))
         .map_err(|_| Error::argument(format!("scan: {n} elements")))?;
     let (levels, words) = layout(n);
-    let mut flags = kernel_array(dev, c, Type::scalar(ScalarType::U64), words, true)?;
     let mut out = level_output(dev, c, elem, n)?;
-    let mut args = vec![
-        crate::dsl::KernelArg::array_data(data),
-        crate::dsl::KernelArg::value(n as i32),
-        crate::dsl::KernelArg::value(levels as i32),
-        crate::dsl::KernelArg::buffer_data(&mut out),
-        crate::dsl::KernelArg::buffer_data(&mut flags),
-    ];
-    args.extend(init.map(crate::dsl::KernelArg::constant));
-    kernel.launch_on(dev, &[groups], &[ITEMS as u32], &mut args)?;
-    drop(args);
+    let launch = |flags: crate::dsl::KernelArg<'_>,
+                  next: crate::dsl::KernelArg<'_>,
+                  cap: usize,
+                  out: &mut ArrayData| {
+        let mut args = vec![
+            crate::dsl::KernelArg::array_data(data),
+            crate::dsl::KernelArg::value(n as i32),
+            crate::dsl::KernelArg::value(levels as i32),
+            crate::dsl::KernelArg::buffer_data(out),
+            flags,
+            next,
+            crate::dsl::KernelArg::value(cap as i32),
+        ];
+        args.extend(init.map(crate::dsl::KernelArg::constant));
+        kernel.launch_on(dev, &[groups], &[ITEMS as u32], &mut args)
+    };
+    if let Some(gpu) = dev.as_cuda() {
+        // The words from the device's pair: zero at the start, the next call's zeroed by
+        // this launch (no fill on the stream per call).
+        gpu.with_scratch_pair("scan.chain", words, |cur, next| {
+            let cap = next.len();
+            launch(
+                crate::dsl::KernelArg::scratch(cur),
+                crate::dsl::KernelArg::scratch(next),
+                cap,
+                &mut out,
+            )
+        })?;
+    } else {
+        let mut flags = kernel_array(dev, c, Type::scalar(ScalarType::U64), words, true)?;
+        let mut next = kernel_array(dev, c, Type::scalar(ScalarType::U64), 1, false)?;
+        launch(
+            crate::dsl::KernelArg::buffer_data(&mut flags),
+            crate::dsl::KernelArg::buffer_data(&mut next),
+            0,
+            &mut out,
+        )?;
+    }
     Ok(out)
 }
 
@@ -298,10 +325,10 @@ fn walk(
 }
 
 /// The `scan.chain` kernel (module docs). Parameters: `x0`, `n`, `levels` (from
-/// [`layout`]), the output `o0`, `p`, the zeroed scratch words, and for an `exclusive`
-/// scan `init`, element 0 of the output (every other result is written one place on). The
-/// tile sits in
-/// shared memory with element `q` at `q ^ (⌊q / 32⌋ mod 32)`, so that a work-item's block
+/// [`layout`]), the output `o0`, `p`, the zeroed scratch words, `next` and `cap`: words
+/// the kernel zeroes (`next[0 .. cap]`, the next call's `p` on a GPU), and for an
+/// `exclusive` scan `init`, element 0 of the output (every other result is written one
+/// place on). The tile sits in shared memory with element `q` at `q ^ (⌊q / 32⌋ mod 32)`, so that a work-item's block
 /// and a warp's coalesced row both touch every bank once; indices are masked so that the
 /// lowering can see they are in range.
 fn program(c: &Combiner, elem: Type, exclusive: bool) -> Result<Module> {
@@ -315,6 +342,8 @@ fn program(c: &Combiner, elem: Type, exclusive: bool) -> Result<Module> {
     let levels = b.uniform("levels", i32t);
     let out = b.buffer("o0", arr(elem)?);
     let flags = b.buffer("p", arr(u64t)?);
+    let next = b.buffer("next", arr(u64t)?);
+    let cap = b.uniform("cap", i32t);
     let init = exclusive.then(|| b.uniform("init", elem));
     let shared = |b: &mut ProgramBuilder, len: usize, t: Type| -> Result<Value> {
         let cap = i32c(b, len);
@@ -722,6 +751,19 @@ fn program(c: &Combiner, elem: Type, exclusive: bool) -> Result<Module> {
             i = binc(b, Opcode::Add, i, 1);
         }
         b.effect(Opcode::Store, &[out, i, v]);
+    });
+
+    // The next call's words zeroed: `q[0 .. cap]`, spread over the work-groups.
+    // ⌈n / TILE⌉ work-groups (n ≥ 1; n + TILE − 1 could pass i32::MAX).
+    let gs = binc(b, Opcode::Sub, n, 1);
+    let gs = binc(b, Opcode::Shr, gs, TILE.trailing_zeros() as usize);
+    let gs = binc(b, Opcode::Add, gs, 1);
+    let stride = binc(b, Opcode::Mul, gs, ITEMS);
+    let tb = binc(b, Opcode::Mul, t, ITEMS);
+    let from = bin(b, Opcode::Add, tb, l);
+    let zero64 = b.constant(Const::scalar(ScalarType::U64, 0));
+    b.for_range(from, cap, stride, |b, k| {
+        b.effect(Opcode::Store, &[next, k, zero64]);
     });
     finish_module(builder, c, None)
 }

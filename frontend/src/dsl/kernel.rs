@@ -175,6 +175,7 @@ impl Kernel {
                     return Err(self.buffer_passed_as_array(i))
                 }
                 Karg::Array(d) => arrays[i] = Some(d.to_host_array()?),
+                Karg::Scratch(_) => return Err(self.scratch_off_cuda(i)),
                 Karg::Buffer(d) => {
                     arrays[i] = Some(d.to_host_array()?);
                     writable[i] = true;
@@ -244,6 +245,16 @@ impl Kernel {
         ))
     }
 
+    /// The error for device scratch ([`KernelArg::scratch`]) passed to a launch off CUDA.
+    fn scratch_off_cuda(&self, i: usize) -> Error {
+        Error::argument(format!(
+            "kernel @{}: parameter `{}` got CUDA scratch memory, but the launch is not on \
+             that CUDA device",
+            self.name(),
+            self.program.ir().param_name(i)
+        ))
+    }
+
     /// [`Kernel::launch_on`] a CPU device without converting arrays (issue 21): read-only
     /// arrays are passed where they are stored, each buffer as one copy of its contents that
     /// the kernel writes in place and that becomes the buffer's storage on success (so a
@@ -276,6 +287,7 @@ impl Kernel {
                     Slot::Array(h, v.offset, v.shape.to_vec())
                 }
                 Karg::Buffer(_) => Slot::Missing,
+                Karg::Scratch(_) => return Err(self.scratch_off_cuda(i)),
             };
         }
         if let Some(i) = (0..slots.len())
@@ -388,6 +400,7 @@ impl Kernel {
                 }
                 // In place when the array alone holds its device memory (CUDA has no
                 // watchdog to stop a launch half way); else a copy, kept on success.
+                Karg::Scratch(b) => GpuSlot::InPlace(b.clone(), vec![b.len()]),
                 Karg::Buffer(d) => match d.unique_cuda(gpu.info().ordinal) {
                     Some(b) => GpuSlot::InPlace(b, d.shape.to_vec()),
                     None => {
@@ -446,6 +459,11 @@ enum Karg<'a> {
     Value(Const),
     Array(ArrayData),
     Buffer(&'a mut ArrayData),
+    /// Device scratch the runtime keeps between launches ([`CudaDevice::with_scratch_pair`]),
+    /// written in place though other handles share it (CUDA devices only).
+    ///
+    /// [`CudaDevice::with_scratch_pair`]: weft_runtime::CudaDevice::with_scratch_pair
+    Scratch(weft_runtime::CudaBuffer),
 }
 
 impl<'a> KernelArg<'a> {
@@ -477,6 +495,12 @@ impl<'a> KernelArg<'a> {
     /// [`KernelArg::buffer`] of untyped array data.
     pub(crate) fn buffer_data(d: &'a mut ArrayData) -> KernelArg<'a> {
         KernelArg(Karg::Buffer(d))
+    }
+
+    /// A buffer parameter's device scratch, written in place (CUDA launches only; any other
+    /// device answers an error).
+    pub(crate) fn scratch(b: &weft_runtime::CudaBuffer) -> KernelArg<'static> {
+        KernelArg(Karg::Scratch(b.clone()))
     }
 }
 

@@ -255,6 +255,16 @@ struct Inner {
     download_bytes: AtomicU64,
     /// The condition kernel of device loops, linked once ([`CudaDevice::run_loop_graph`]).
     loop_cond: OnceLock<Option<LoadedModule>>,
+    /// Scratch word pairs kept between launches ([`CudaDevice::with_scratch_pair`]), by user.
+    scratch: Mutex<HashMap<&'static str, ScratchPair>>,
+}
+
+/// Two zeroed buffers of `words` `u64` words that launches use in turn
+/// ([`CudaDevice::with_scratch_pair`]): `bufs[turn]` is the next launch's.
+struct ScratchPair {
+    bufs: [Arc<DeviceBuffer>; 2],
+    words: usize,
+    turn: usize,
 }
 
 impl CudaKernel {
@@ -373,6 +383,7 @@ impl CudaDevice {
                     downloads: AtomicU64::new(0),
                     download_bytes: AtomicU64::new(0),
                     loop_cond: OnceLock::new(),
+                    scratch: Mutex::default(),
                 }),
                 config: GpuConfig::default(),
             })
@@ -847,6 +858,65 @@ impl CudaDevice {
     /// `cuMemAlloc` or `cuMemsetD8Async` failing.
     pub fn alloc_zeroed(&self, elem: Type, n: usize) -> Result<CudaBuffer, RuntimeError> {
         self.alloc_filled(elem, n, true)
+    }
+
+    /// Runs `f` (which queues one launch) with two scratch buffers of at least `words`
+    /// `u64` words kept on this device for `user` between calls, so that a launch that
+    /// needs zeroed flags or counters gets them with no fill on the stream: `cur` is all
+    /// zero when the launch starts; the launch must leave every word of `next` zero (the
+    /// two have the same length) and may leave `cur` in any state, and the next call's
+    /// `cur` is this call's `next`. Calls are serialised (a lock held while `f` queues its
+    /// launch), so their launches run in the order the buffers were handed out; a pair too
+    /// small is replaced by a zeroed one (a fill, once per growth). When `f` fails, nothing
+    /// is turned: its launch must not have been queued.
+    ///
+    /// # Errors
+    /// `cuMemAlloc` or `cuMemsetD8Async` failing for a new pair; `f`'s error.
+    pub fn with_scratch_pair<R, E: From<RuntimeError>>(
+        &self,
+        user: &'static str,
+        words: usize,
+        f: impl FnOnce(&CudaBuffer, &CudaBuffer) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let i = &self.inner;
+        let mut all = lock(&i.scratch);
+        let fits = all.get(user).is_some_and(|p| p.words >= words);
+        if !fits {
+            let words = words.max(1);
+            let bytes =
+                HostBuffer::bytes_for(weft_ir::Type::scalar(weft_ir::ScalarType::U64), words);
+            let new = || -> Result<Arc<DeviceBuffer>, RuntimeError> {
+                let b = guard("cuMemAlloc", || {
+                    i.bind()?;
+                    i.alloc_zeroed(bytes)
+                })?;
+                Ok(Arc::new(b))
+            };
+            let bufs = [new()?, new()?];
+            all.insert(
+                user,
+                ScratchPair {
+                    bufs,
+                    words,
+                    turn: 0,
+                },
+            );
+        }
+        let pair = all.get_mut(user).expect("inserted above");
+        let handle = |b: &Arc<DeviceBuffer>| CudaBuffer {
+            dev: i.clone(),
+            buf: b.clone(),
+            elem: weft_ir::Type::scalar(weft_ir::ScalarType::U64),
+            len: pair.words,
+            stride: HostBuffer::stride_for(pair.words),
+        };
+        let (cur, next) = (
+            handle(&pair.bufs[pair.turn]),
+            handle(&pair.bufs[1 - pair.turn]),
+        );
+        let r = f(&cur, &next)?;
+        pair.turn = 1 - pair.turn;
+        Ok(r)
     }
 
     fn alloc_filled(&self, elem: Type, n: usize, zero: bool) -> Result<CudaBuffer, RuntimeError> {
