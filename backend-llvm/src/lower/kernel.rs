@@ -129,6 +129,9 @@ impl Lower<'_> {
             let t = self.def(format!("mul i64 {lin}, {n}"));
             lin = self.def(format!("add i64 {t}, {c}"));
         }
+        if d.opcode == Opcode::Store && self.flavor == Flavor::Ptx && space == "ptr addrspace(1)" {
+            return Ok(self.predicated_global_store(&planes[..nl], s, &lin, &ok, &args[2]));
+        }
         let go = self.label("access");
         let join = self.label("accessed");
         let from = self.label("skip");
@@ -238,6 +241,49 @@ impl Lower<'_> {
                 Ok(vec![LV::U(vec![v])])
             }
         }
+    }
+}
+
+impl Lower<'_> {
+    /// A global store on PTX as one predicated `st.global` per plane (inline PTX), not a
+    /// branch around it: LLVM sinks the stored value's computation into such a branch, and
+    /// ptxas then keeps it as a divergent region (BSSY, BRA, BSYNC) around every store of a
+    /// loop (scan.chain's copy-out: 17 instructions an element). The same stores happen:
+    /// at `lin` of each plane when `ok`, none otherwise; the `memory` clobber keeps LLVM from
+    /// moving other memory accesses across it.
+    fn predicated_global_store(
+        &mut self,
+        planes: &[String],
+        s: ScalarType,
+        lin: &str,
+        ok: &str,
+        value: &LV,
+    ) -> Vec<LV> {
+        let st = storage_ty(s);
+        let (reg, kind) = match st {
+            "float" => ("f", "f32"),
+            "double" => ("d", "f64"),
+            "i64" => ("l", "b64"),
+            _ => ("r", "b32"),
+        };
+        let okw = self.def(format!("zext i1 {ok} to i32"));
+        for (l, plane) in planes.iter().enumerate() {
+            let a = self.def(format!(
+                "getelementptr inbounds {st}, ptr addrspace(1) {plane}, i64 {lin}"
+            ));
+            let ai = self.def(format!("ptrtoint ptr addrspace(1) {a} to i64"));
+            let v = match value {
+                LV::U(x) => x[l].clone(),
+                _ => String::from("poison"),
+            };
+            let v = self.store_conv(s, &v, true);
+            self.line(format!(
+                "call void asm sideeffect \"{{ .reg .pred p; setp.ne.b32 p, $2, 0; @p \
+                 st.global.{kind} [$0], $1; }}\", \"l,{reg},r,~{{memory}}\"(i64 {ai}, {st} {v}, \
+                 i32 {okw})"
+            ));
+        }
+        Vec::new()
     }
 }
 
