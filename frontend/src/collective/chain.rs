@@ -328,9 +328,10 @@ fn walk(
 /// [`layout`]), the output `o0`, `p`, the zeroed scratch words, `next` and `cap`: words
 /// the kernel zeroes (`next[0 .. cap]`, the next call's `p` on a GPU), and for an
 /// `exclusive` scan `init`, element 0 of the output (every other result is written one
-/// place on). The tile sits in shared memory with element `q` at `q ^ (⌊q / 32⌋ mod 32)`, so that a work-item's block
-/// and a warp's coalesced row both touch every bank once; indices are masked so that the
-/// lowering can see they are in range.
+/// place on). The tile sits in shared memory with element `q` at `q + ⌊q / 32⌋` (a word of
+/// padding every 32), so that a work-item's block and a warp's coalesced row both touch
+/// every bank once, and every slot a work-item touches is its own offset plus a constant
+/// (an XOR swizzle costs two instructions an access).
 fn program(c: &Combiner, elem: Type, exclusive: bool) -> Result<Module> {
     let mut builder = ProgramBuilder::new("scan.chain");
     builder.make_kernel();
@@ -350,7 +351,8 @@ fn program(c: &Combiner, elem: Type, exclusive: bool) -> Result<Module> {
         Ok(b.op_typed(Opcode::Shared, &[cap], arr(t)?))
     };
     let tile_no = shared(b, 1, i32t)?;
-    let stage = shared(b, TILE, elem)?;
+    // Element `q` at `q + ⌊q / 32⌋` (a word of padding every 32; see below).
+    let stage = shared(b, TILE + TILE / SCAN_FAN, elem)?;
     // Block folds, later each block's prefix `S₁[B − 1]`; the in-group scans of the folds.
     let t1 = shared(b, ITEMS, elem)?;
     let g1 = shared(b, ITEMS, elem)?;
@@ -390,12 +392,11 @@ fn program(c: &Combiner, elem: Type, exclusive: bool) -> Result<Module> {
     // The tile into shared memory, coalesced: every read first (clamped, so all are in
     // flight at once), then the stores.
     let lh = binc(b, Opcode::Shr, l, 5);
-    let lm = binc(b, Opcode::And, l, SCAN_FAN - 1);
+    // Row `j`'s element `l` (`q = 256j + l`) sits at `264j + l + ⌊l / 32⌋`: a per-work-item
+    // offset plus a constant, which the address takes for free.
+    let own = bin(b, Opcode::Add, l, lh);
     let row_slot = |b: &mut ProgramBuilder, j: usize| {
-        let k = binc(b, Opcode::Add, lh, 8 * j);
-        let k = binc(b, Opcode::And, k, SCAN_FAN - 1);
-        let k = bin(b, Opcode::Xor, l, k);
-        binc(b, Opcode::Add, k, j * ITEMS)
+        binc(b, Opcode::Add, own, j * (ITEMS + ITEMS / SCAN_FAN))
     };
     let reads: Vec<_> = (0..SCAN_FAN)
         .map(|j| {
@@ -418,10 +419,9 @@ fn program(c: &Combiner, elem: Type, exclusive: bool) -> Result<Module> {
     let left = bin(b, Opcode::Sub, rest, lo);
     let len = binc(b, Opcode::Min, left, SCAN_FAN);
     let has = bin(b, Opcode::Gt, len, zero);
-    let block_slot = |b: &mut ProgramBuilder, e: Value| {
-        let k = bin(b, Opcode::Xor, e, lm);
-        bin(b, Opcode::Or, lo, k)
-    };
+    // Block `l`'s element `e` (`q = 32l + e`) at `33l + e`.
+    let b33 = bin(b, Opcode::Add, lo, l);
+    let block_slot = |b: &mut ProgramBuilder, e: Value| bin(b, Opcode::Add, b33, e);
     b.if_(has, |b| {
         left_scan(b, &cp, (stage, stage), (SCAN_FAN, 2 * CHUNK), |b, e| {
             let ec = i32c(b, e);
@@ -732,10 +732,9 @@ fn program(c: &Combiner, elem: Type, exclusive: bool) -> Result<Module> {
     b.for_range(zero, fan, one, |b, j| {
         let j8 = binc(b, Opcode::Shl, j, 3);
         let blk = bin(b, Opcode::Add, lh, j8);
-        let k = binc(b, Opcode::And, blk, SCAN_FAN - 1);
-        let k = bin(b, Opcode::Xor, l, k);
         let row = binc(b, Opcode::Shl, j, 8);
-        let s = bin(b, Opcode::Add, row, k);
+        let js = binc(b, Opcode::Mul, j, ITEMS + ITEMS / SCAN_FAN);
+        let s = bin(b, Opcode::Add, js, own);
         let x = b.read(stage, s);
         let blk = binc(b, Opcode::And, blk, ITEMS - 1);
         let pre = b.read(t1, blk);
