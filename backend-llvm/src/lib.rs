@@ -592,7 +592,7 @@ pub fn compile_ptx(
         .unwrap_or(&tm)
         .write_to_memory_buffer(&module, FileType::Assembly)
         .map_err(llvm_err)?;
-    let ptx = String::from_utf8_lossy(buf.as_slice()).into_owned();
+    let ptx = widen_16bit_min_max(&String::from_utf8_lossy(buf.as_slice()));
     if let Some(dir) = std::env::var_os("WEFT_DUMP_PTX") {
         // A developer's switch (docs/testing.md): a failed write only loses the dump.
         let _ = std::fs::write(std::path::Path::new(&dir).join(format!("{name}.ptx")), &ptx);
@@ -604,6 +604,50 @@ pub fn compile_ptx(
         compile_time: t0.elapsed(),
         effort,
     })
+}
+
+/// `text` with every 16-bit `min`/`max` (`min.u16 %d, %a, b;` and the `s16` forms) done in
+/// 32 bits: widened, compared, narrowed. ptxas for sm_90 (CUDA 12–13) fuses a 16-bit `max`
+/// that feeds a compare into `VIMNMX.U16x2` with both halves' predicates written to one
+/// register, so the compare reads the high half's: `1 / x` of a `u8` (LLVM's `max(x, 1)
+/// == 1`) gave 1 for x = 222 (`weft fuzz --seed 101`, case 1977). The same values either way.
+pub fn widen_16bit_min_max(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        match widened(line) {
+            Some(w) => out.push_str(&w),
+            None => out.push_str(line),
+        }
+    }
+    out
+}
+
+/// [`widen_16bit_min_max`] of one line: `None` when it is not a 16-bit `min`/`max`.
+fn widened(line: &str) -> Option<String> {
+    let body = line.trim_start();
+    let (op, rest) = body.split_once(char::is_whitespace)?;
+    let (name, ty) = op.split_once('.')?;
+    if !matches!(name, "min" | "max") || !matches!(ty, "u16" | "s16") {
+        return None;
+    }
+    let args = rest.trim().strip_suffix(';')?;
+    let parts: Vec<&str> = args.split(',').map(str::trim).collect();
+    let [d, a, b] = parts[..] else {
+        return None;
+    };
+    let wide = if ty == "u16" { "u32" } else { "s32" };
+    let load = |r: &str, x: &str| {
+        if x.starts_with('%') {
+            format!("cvt.{wide}.{ty} {r}, {x};")
+        } else {
+            format!("mov.b32 {r}, {x};")
+        }
+    };
+    Some(format!(
+        "\t{{ .reg .b32 %wmm<2>; {} {} {name}.{wide} %wmm0, %wmm0, %wmm1; cvt.u16.u32 {d}, %wmm0; }}\n",
+        load("%wmm0", a),
+        load("%wmm1", b)
+    ))
 }
 
 /// The text of one compilation stage for `weft emit` (`sm` for the PTX targets); a kernel
@@ -648,7 +692,12 @@ pub fn emit(
                 .unwrap_or(&tm)
                 .write_to_memory_buffer(&module, FileType::Assembly)
                 .map_err(llvm_err)?;
-            Ok(String::from_utf8_lossy(buf.as_slice()).into_owned())
+            let text = String::from_utf8_lossy(buf.as_slice());
+            Ok(match target {
+                // What the driver is given (`compile_ptx`).
+                EmitTarget::Ptx => widen_16bit_min_max(&text),
+                _ => text.into_owned(),
+            })
         }
     }
 }
