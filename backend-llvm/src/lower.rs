@@ -1698,21 +1698,28 @@ impl<'m> Lower<'m> {
     /// same shape): the clamp boundary mode.
     fn clamp_coord(&mut self, c: &str, n1: &str, u: bool) -> String {
         let t64 = self.ty(ScalarType::I64, u);
-        let m = self.mangle(ScalarType::I64, u);
         let one = self.konst(ScalarType::I64, 1, u);
-        let zero = self.konst(ScalarType::I64, 0, u);
         let hi = self.def(format!("sub {t64} {n1}, {one}"));
+        self.clamp_between(ScalarType::I64, c, &hi, u)
+    }
+
+    /// `min(max(c, 0), hi)` of signed integers of type `s` (uniform or a vector, `hi` of
+    /// the same shape): `smin` then `smax`.
+    fn clamp_between(&mut self, s: ScalarType, c: &str, hi: &str, u: bool) -> String {
+        let t = self.ty(s, u);
+        let m = self.mangle(s, u);
+        let zero = self.konst(s, 0, u);
         let c = self.intrinsic(
             "",
             &format!("llvm.smin.{m}"),
-            &t64,
-            &[(t64.clone(), c.to_string()), (t64.clone(), hi)],
+            &t,
+            &[(t.clone(), c.to_string()), (t.clone(), hi.to_string())],
         );
         self.intrinsic(
             "",
             &format!("llvm.smax.{m}"),
-            &t64,
-            &[(t64.clone(), c), (t64.clone(), zero)],
+            &t,
+            &[(t.clone(), c), (t.clone(), zero)],
         )
     }
 
@@ -1731,21 +1738,8 @@ impl<'m> Lower<'m> {
         } else {
             self.splat(ScalarType::I32, &hi)
         };
+        let c = self.clamp_between(ScalarType::I32, c, &hi, u);
         let (t32, t64) = (self.ty(ScalarType::I32, u), self.ty(ScalarType::I64, u));
-        let m = self.mangle(ScalarType::I32, u);
-        let zero = self.konst(ScalarType::I32, 0, u);
-        let c = self.intrinsic(
-            "",
-            &format!("llvm.smin.{m}"),
-            &t32,
-            &[(t32.clone(), c.to_string()), (t32.clone(), hi)],
-        );
-        let c = self.intrinsic(
-            "",
-            &format!("llvm.smax.{m}"),
-            &t32,
-            &[(t32.clone(), c), (t32.clone(), zero)],
-        );
         self.def(format!("zext {t32} {c} to {t64}"))
     }
 

@@ -242,9 +242,7 @@ impl Lower<'_> {
             }
         }
     }
-}
 
-impl Lower<'_> {
     /// A global store on PTX as one predicated `st.global` per plane (inline PTX), not a
     /// branch around it: LLVM sinks the stored value's computation into such a branch, and
     /// ptxas then keeps it as a divergent region (BSSY, BRA, BSYNC) around every store of a

@@ -752,13 +752,12 @@ fn program(c: &Combiner, elem: Type, exclusive: bool) -> Result<Module> {
         b.effect(Opcode::Store, &[out, i, v]);
     });
 
-    // The next call's words zeroed: `q[0 .. cap]`, spread over the work-groups.
+    // The next call's words zeroed: `next[0 .. cap]`, spread over the work-groups.
     // ⌈n / TILE⌉ work-groups (n ≥ 1; n + TILE − 1 could pass i32::MAX).
     let gs = binc(b, Opcode::Sub, n, 1);
     let gs = binc(b, Opcode::Shr, gs, TILE.trailing_zeros() as usize);
     let gs = binc(b, Opcode::Add, gs, 1);
     let stride = binc(b, Opcode::Mul, gs, ITEMS);
-    let tb = binc(b, Opcode::Mul, t, ITEMS);
     let from = bin(b, Opcode::Add, tb, l);
     let zero64 = b.constant(Const::scalar(ScalarType::U64, 0));
     b.for_range(from, cap, stride, |b, k| {
