@@ -175,19 +175,40 @@ fn count_kernel(key: ScalarType, value: Option<ScalarType>) -> Result<Kernel> {
     )?))
 }
 
+/// One key of a work-item's run in `sort.place`: the key, its counter word's index, the
+/// shift of its half of the word (0 or 16), the shift of its 4-bit count in the run's
+/// register counts (0, 4, …, 28), and whether its digit is 8 or more.
+struct Digit {
+    key: weft_ir::Value,
+    slot: weft_ir::Value,
+    half: weft_ir::Value,
+    nibble: weft_ir::Value,
+    high: weft_ir::Value,
+}
+
 /// `sort.place`: work-group `g` puts tile `g`'s keys (and values) in their places.
 /// Parameters: keys, (values), n, shift, tiles, `offsets` (the exclusive scan of
 /// `sort.count`'s counts: tile `g`'s first place for digit `d` at `d · tiles + g`), the
 /// output keys, (the output values).
 ///
 /// The work-group ranks the tile's keys in shared memory (Merrill and Grimshaw, §4, the
-/// local scan-based ranking): each work-item counts the digits of its run of consecutive
-/// keys in its own column of counters, the work-group scans the counters digit-major
-/// (serially over each work-item's 16 counters, then a Hillis–Steele scan of the
-/// work-items' sums), and a key's rank is the number of the tile's keys of smaller digits,
-/// or of its digit and earlier — a stable order. The keys then go to shared memory at their
-/// ranks and out in rank order, each to its digit's first place plus its rank within the
-/// digit: consecutive work-items write consecutive places.
+/// local scan-based ranking, with CUB's `BlockRadixRank` packed counters): each work-item
+/// counts the digits of its run of consecutive keys in registers (4 bits a digit) and
+/// writes them as its own column of counters — two 16-bit counters a word, digit `d` in
+/// the low half of word `d mod 8` and digit `d + 8` in the high half — the work-group
+/// scans the words in column order (each work-item 8 words serially, then a two-level scan
+/// of the 256 sums), the high halves get the count of all low-half digits added, and a
+/// key's rank is its column's counter plus the keys of its digit before it in its run (the
+/// register counts again): the number of the tile's keys of smaller digits, or of its
+/// digit and earlier, a stable order. No counter is read, changed and written back, so
+/// no walk waits on shared memory's latency key after key. The keys then go
+/// to shared memory at their ranks and out in rank order, each to its digit's first place
+/// plus its rank within the digit: consecutive work-items write consecutive places.
+///
+/// A tile's places past the end of the keys hold the largest key (in the order sorted), so
+/// they rank after every key and no walk needs a bounds check; only the stores out skip
+/// them. The work-item id is masked to `ITEMS − 1` (the launch's size), so that the
+/// compiler sees every shared index in range and drops their clamps and checks.
 fn place_kernel(key: ScalarType, value: Option<ScalarType>) -> Result<Kernel> {
     let (i32t, u32t) = (Type::i32(), Type::scalar(ScalarType::U32));
     let kt = Type::scalar(key);
@@ -212,166 +233,277 @@ fn place_kernel(key: ScalarType, value: Option<ScalarType>) -> Result<Kernel> {
     let kpi = per_item(key, value);
     let c = |b: &mut ProgramBuilder, x: usize| b.constant(Const::i32(x as i32));
     let cu = |b: &mut ProgramBuilder, x: u32| b.constant(Const::scalar(ScalarType::U32, x.into()));
-    // Shared arrays are indexed with a gap after every 32 elements, so a work-item's run of
-    // consecutive elements sits in other banks than its neighbours'.
-    let (pad, padded) = (bank_pad, bank_padded);
-    let l = b.op_typed(Opcode::LocalId, &[], i32t);
-    let zero = c(&mut b, 0);
-    let (u0, u1) = (cu(&mut b, 0), cu(&mut b, 1));
-    let items = c(&mut b, ITEMS);
-    let digits = c(&mut b, DIGITS);
+    // Shared arrays are indexed with a gap after every 32 elements (`pad`), so a
+    // work-item's run of consecutive elements sits in other banks than its neighbours'.
+    let pad = bank_pad;
+    const WORDS: usize = DIGITS / 2;
+    let id = b.op_typed(Opcode::LocalId, &[], i32t);
+    let mask = c(&mut b, ITEMS - 1);
+    let l = b.op(Opcode::And, &[id, mask]);
+    let lp = pad(&mut b, l);
+    let u0 = cu(&mut b, 0);
     let tile_len = c(&mut b, ITEMS * kpi);
-    let cap = c(&mut b, padded(DIGITS * ITEMS));
+    let cap = c(&mut b, bank_padded(WORDS * ITEMS));
     let cnt = b.op_typed(Opcode::Shared, &[cap], arr(u32t)?);
-    let tot = b.op_typed(Opcode::Shared, &[items], arr(u32t)?);
-    let dstart = b.op_typed(Opcode::Shared, &[digits], arr(u32t)?);
-    let dglobal = b.op_typed(Opcode::Shared, &[digits], arr(u32t)?);
-    let cap = c(&mut b, padded(ITEMS * kpi));
+    let cap = c(&mut b, bank_padded(ITEMS));
+    let tot = b.op_typed(Opcode::Shared, &[cap], arr(u32t)?);
+    let cap = c(&mut b, 17);
+    let groups = b.op_typed(Opcode::Shared, &[cap], arr(u32t)?);
+    let cap = c(&mut b, DIGITS);
+    let delta = b.op_typed(Opcode::Shared, &[cap], arr(u32t)?);
+    // The tile as read (at padded positions) and in rank order (unpadded). Both walks read
+    // a work-item's run from `stage` (not kept in registers across the scan: fewer
+    // registers, more work-groups a multiprocessor).
+    let cap = c(&mut b, bank_padded(ITEMS * kpi));
     let stage = b.op_typed(Opcode::Shared, &[cap], arr(kt)?);
-    let sk = b.op_typed(Opcode::Shared, &[tile_len], arr(kt)?);
+    let ranked = b.op_typed(Opcode::Shared, &[tile_len], arr(kt)?);
     let sv = match value {
         Some(v) => Some(b.op_typed(Opcode::Shared, &[tile_len], arr(Type::scalar(v))?)),
         None => None,
     };
-    let one = c(&mut b, 1);
-    let kc = c(&mut b, kpi);
     let tile = b.op_typed(Opcode::GroupId, &[], i32t);
     let base = b.op(Opcode::Mul, &[tile, tile_len]);
     let left = b.op(Opcode::Sub, &[n, base]);
     let count = b.op(Opcode::Min, &[left, tile_len]);
-    // Counter (d, l): this work-item's column, digit-major.
-    let slot_of = |b: &mut ProgramBuilder, d: weft_ir::Value| {
-        let slot = b.op(Opcode::Mul, &[d, items]);
-        let slot = b.op(Opcode::Add, &[slot, l]);
-        pad(b, slot)
+    // Digits w and w + 8's first places in the output (w = l / 32), read now for the
+    // work-items that use them after the scan: every work-item reads (a warp reads one
+    // place, broadcast), none waits for them on the way.
+    let firsts: Vec<_> = {
+        let five = c(&mut b, 5);
+        let w = b.op(Opcode::Shr, &[l, five]);
+        let eight = c(&mut b, WORDS);
+        let w8 = b.op(Opcode::Add, &[w, eight]);
+        [w, w8]
+            .into_iter()
+            .map(|d| {
+                let at = b.op(Opcode::Mul, &[d, tiles]);
+                let at = b.op(Opcode::Add, &[at, tile]);
+                (d, b.read(offsets, at))
+            })
+            .collect()
     };
-    b.for_range(zero, digits, one, |b, d| {
-        let slot = slot_of(b, d);
-        b.effect(Opcode::Store, &[cnt, slot, u0]);
-    });
+    // Word w of this work-item's column is at w · (ITEMS + ITEMS/32) + lp.
+    let stride = c(&mut b, bank_padded(ITEMS));
     // The tile's keys into shared memory, coalesced (work-item l reads l, l + ITEMS…):
-    // every read first (clamped, so all are in flight at once), then the stores.
+    // every read first (clamped, so all are in flight at once), then the stores; places
+    // past the end get the largest key.
+    let (_, top) = unsigned_of(key);
+    let largest = match key {
+        ScalarType::U32 => u32::MAX.into(),
+        ScalarType::U64 => u64::MAX,
+        // i32/i64 MAX; a float's +NaN with every payload bit set.
+        _ => top - 1,
+    };
+    let largest = b.constant(Const::scalar(key, largest));
     let reads = tile_reads(&mut b, keys, base, l, kpi);
     for (q, k) in reads {
         let inside = b.op(Opcode::Lt, &[q, count]);
-        b.if_(inside, |b| {
-            let at = pad(b, q);
-            b.effect(Opcode::Store, &[stage, at, k]);
-        });
+        let k = b.select(inside, k, largest);
+        let at = pad(&mut b, q);
+        b.effect(Opcode::Store, &[stage, at, k]);
     }
     b.effect(Opcode::Barrier, &[]);
-    // Walks this work-item's run of keys (tile positions [run, run + kpi)) in order,
-    // adding one to the counter of each key's digit; with `place`, also puts the key (and
-    // its value) at the counter's old value, its rank.
+    // This work-item's run (tile positions kpi·l + j): each key's counter word and the
+    // shift of its half (0 or 16).
+    let kc = c(&mut b, kpi);
     let run = b.op(Opcode::Mul, &[l, kc]);
-    let walk_run = |b: &mut ProgramBuilder, place: bool| {
-        b.for_range(zero, kc, one, |b, j| {
-            let q = b.op(Opcode::Add, &[run, j]);
-            let inside = b.op(Opcode::Lt, &[q, count]);
-            b.if_(inside, |b| {
-                let at = pad(b, q);
+    let runp = pad(&mut b, run);
+    let (seven, eight, one) = (cu(&mut b, 7), cu(&mut b, 8), cu(&mut b, 1));
+    let two = cu(&mut b, 2);
+    let walk = |b: &mut ProgramBuilder| -> Vec<Digit> {
+        (0..kpi)
+            .map(|j| {
+                let jc = c(b, j);
+                let at = b.op(Opcode::Add, &[runp, jc]);
                 let k = b.read(stage, at);
                 let d = digit(b, k, key, shift);
-                let slot = slot_of(b, d);
-                let r = b.read(cnt, slot);
-                let r1 = b.op(Opcode::Add, &[r, u1]);
-                b.effect(Opcode::Store, &[cnt, slot, r1]);
-                if place {
-                    let ri = b.cast(r, i32t);
-                    b.effect(Opcode::Store, &[sk, ri, k]);
-                    if let (Some(vs), Some(sv)) = (vals, sv) {
-                        let i = b.op(Opcode::Add, &[base, q]);
-                        let v = b.read(vs, i);
-                        b.effect(Opcode::Store, &[sv, ri, v]);
-                    }
+                let d = b.cast(d, u32t);
+                let w = b.op(Opcode::And, &[d, seven]);
+                let nibble = b.op(Opcode::Shl, &[w, two]);
+                let w = b.cast(w, i32t);
+                let slot = b.op(Opcode::Mul, &[w, stride]);
+                let slot = b.op(Opcode::Add, &[slot, lp]);
+                let high = b.op(Opcode::And, &[d, eight]);
+                let half = b.op(Opcode::Shl, &[high, one]);
+                let high = b.op(Opcode::Ne, &[high, u0]);
+                Digit {
+                    key: k,
+                    slot,
+                    half,
+                    nibble,
+                    high,
                 }
-            });
-        });
+            })
+            .collect()
     };
-    walk_run(&mut b, false);
-    b.effect(Opcode::Barrier, &[]);
-    // Scan the counters digit-major: this work-item's DIGITS consecutive ones serially…
-    let lo = b.op(Opcode::Mul, &[l, digits]);
-    let hi = b.op(Opcode::Add, &[lo, digits]);
-    let sum = b.declare_var("sum", u32t);
-    b.def_var(sum, u0);
-    b.for_range(lo, hi, one, |b, e| {
-        let e = pad(b, e);
-        let x = b.read(cnt, e);
-        let s = b.use_var(sum);
-        let s1 = b.op(Opcode::Add, &[s, x]);
-        b.def_var(sum, s1);
-    });
-    let own = b.use_var(sum);
-    b.effect(Opcode::Store, &[tot, l, own]);
-    b.effect(Opcode::Barrier, &[]);
-    // …then the work-items' sums (Hillis–Steele, inclusive)…
-    let mut step = 1;
-    while step < ITEMS {
-        let st = c(&mut b, step);
-        let x = b.read(tot, l);
-        let back = b.op(Opcode::Sub, &[l, st]);
-        let back = b.op(Opcode::Max, &[back, zero]);
-        let y = b.read(tot, back);
-        let has = b.op(Opcode::Ge, &[l, st]);
-        let xy = b.op(Opcode::Add, &[x, y]);
-        let x2 = b.select(has, xy, x);
-        b.effect(Opcode::Barrier, &[]);
-        b.effect(Opcode::Store, &[tot, l, x2]);
-        b.effect(Opcode::Barrier, &[]);
-        step *= 2;
+    // The run's digit counts in registers, a 4-bit count a digit (a run has at most 8
+    // keys): digits 0–7 in `lo`, 8–15 in `hi`. Gives the count of the key's digit before
+    // it, and the counts after it.
+    let nib = cu(&mut b, 0xF);
+    let tally = |b: &mut ProgramBuilder, (lo, hi): (weft_ir::Value, weft_ir::Value), t: &Digit| {
+        let from = b.select(t.high, hi, lo);
+        let before = b.op(Opcode::Shr, &[from, t.nibble]);
+        let before = b.op(Opcode::And, &[before, nib]);
+        let inc = b.op(Opcode::Shl, &[one, t.nibble]);
+        let lo_inc = b.select(t.high, u0, inc);
+        let hi_inc = b.select(t.high, inc, u0);
+        let lo = b.op(Opcode::Add, &[lo, lo_inc]);
+        let hi = b.op(Opcode::Add, &[hi, hi_inc]);
+        (before, (lo, hi))
+    };
+    let mut counts = (u0, u0);
+    for t in walk(&mut b) {
+        counts = tally(&mut b, counts, &t).1;
     }
-    // …and each counter becomes the exclusive prefix before it.
-    let incl = b.read(tot, l);
-    let excl = b.op(Opcode::Sub, &[incl, own]);
-    let run_sum = b.declare_var("run", u32t);
-    b.def_var(run_sum, excl);
-    b.for_range(lo, hi, one, |b, e| {
-        let e = pad(b, e);
-        let x = b.read(cnt, e);
-        let r = b.use_var(run_sum);
-        b.effect(Opcode::Store, &[cnt, e, r]);
-        let r1 = b.op(Opcode::Add, &[r, x]);
-        b.def_var(run_sum, r1);
+    // This work-item's column of counter words: word w holds digit w's count in its low
+    // half and digit w + 8's in its high half.
+    let (lo, hi) = counts;
+    for w in 0..WORDS {
+        let sh = cu(&mut b, 4 * w as u32);
+        let a = b.op(Opcode::Shr, &[lo, sh]);
+        let a = b.op(Opcode::And, &[a, nib]);
+        let h = b.op(Opcode::Shr, &[hi, sh]);
+        let h = b.op(Opcode::And, &[h, nib]);
+        let sixteen = cu(&mut b, 16);
+        let h = b.op(Opcode::Shl, &[h, sixteen]);
+        let word = b.op(Opcode::Or, &[a, h]);
+        let at = c(&mut b, w * bank_padded(ITEMS));
+        let at = b.op(Opcode::Add, &[at, lp]);
+        b.effect(Opcode::Store, &[cnt, at, word]);
+    }
+    b.effect(Opcode::Barrier, &[]);
+    // Scan the words in column order (word w of column l' is the w · ITEMS + l'-th):
+    // this work-item's WORDS consecutive ones serially…
+    let wc = c(&mut b, WORDS);
+    let row = b.op(Opcode::Mul, &[l, wc]);
+    let rowp = pad(&mut b, row);
+    let row_at: Vec<_> = (0..WORDS)
+        .map(|j| {
+            let jc = c(&mut b, j);
+            b.op(Opcode::Add, &[rowp, jc])
+        })
+        .collect();
+    let words: Vec<_> = row_at.iter().map(|&at| b.read(cnt, at)).collect();
+    let own = words
+        .iter()
+        .copied()
+        .reduce(|s, x| b.op(Opcode::Add, &[s, x]))
+        .expect("words");
+    b.effect(Opcode::Store, &[tot, lp, own]);
+    b.effect(Opcode::Barrier, &[]);
+    // …then the 256 sums: 16 work-items scan 16 each (exclusive, in place), work-item 0
+    // the 16 group sums (exclusive, and the total in `groups[16]`).
+    const SIDE: usize = 16;
+    let side = c(&mut b, SIDE);
+    let lead = b.op(Opcode::Lt, &[l, side]);
+    b.if_(lead, |b| {
+        let m = c(b, SIDE - 1);
+        let l = b.op(Opcode::And, &[l, m]);
+        let r = b.op(Opcode::Mul, &[l, side]);
+        let r = pad(b, r);
+        let mut s = u0;
+        for j in 0..SIDE {
+            let jc = c(b, j);
+            let at = b.op(Opcode::Add, &[r, jc]);
+            let x = b.read(tot, at);
+            b.effect(Opcode::Store, &[tot, at, s]);
+            s = b.op(Opcode::Add, &[s, x]);
+        }
+        b.effect(Opcode::Store, &[groups, l, s]);
     });
     b.effect(Opcode::Barrier, &[]);
-    // Work-item d < 16: digit d's first rank in the tile and first place in the output.
-    let few = b.op(Opcode::Lt, &[l, digits]);
-    b.if_(few, |b| {
-        let slot = b.op(Opcode::Mul, &[l, items]);
-        let slot = pad(b, slot);
-        let s0 = b.read(cnt, slot);
-        b.effect(Opcode::Store, &[dstart, l, s0]);
-        let at = b.op(Opcode::Mul, &[l, tiles]);
-        let at = b.op(Opcode::Add, &[at, tile]);
-        let o = b.read(offsets, at);
-        b.effect(Opcode::Store, &[dglobal, l, o]);
+    let zero = c(&mut b, 0);
+    let first = b.op(Opcode::Eq, &[l, zero]);
+    b.if_(first, |b| {
+        let at: Vec<_> = (0..=SIDE).map(|j| c(b, j)).collect();
+        let xs: Vec<_> = at[..SIDE].iter().map(|&a| b.read(groups, a)).collect();
+        let mut s = u0;
+        for (j, x) in xs.into_iter().enumerate() {
+            b.effect(Opcode::Store, &[groups, at[j], s]);
+            s = b.op(Opcode::Add, &[s, x]);
+        }
+        b.effect(Opcode::Store, &[groups, at[SIDE], s]);
     });
     b.effect(Opcode::Barrier, &[]);
-    // Rank this work-item's keys in order and put them (and values) at their ranks.
-    walk_run(&mut b, true);
+    // Each word becomes the exclusive prefix before it, the high halves also counting
+    // every low-half digit's keys (the total's low half).
+    let four = c(&mut b, 4);
+    let g = b.op(Opcode::Shr, &[l, four]);
+    let gx = b.read(groups, g);
+    let tx = b.read(tot, lp);
+    let excl = b.op(Opcode::Add, &[gx, tx]);
+    let total = b.read(groups, side);
+    let sixteen = cu(&mut b, 16);
+    let low = b.op(Opcode::Shl, &[total, sixteen]);
+    let start = b.op(Opcode::Add, &[excl, low]);
+    let mut run_sum = start;
+    // The words again (after the barriers, so not kept in registers across the scan).
+    let words: Vec<_> = row_at.iter().map(|&at| b.read(cnt, at)).collect();
+    for (&at, &x) in row_at.iter().zip(&words) {
+        b.effect(Opcode::Store, &[cnt, at, run_sum]);
+        run_sum = b.op(Opcode::Add, &[run_sum, x]);
+    }
+    // Work-item 32w's first word is column 0's word w: digit w's first rank in the tile in
+    // its low half, digit w + 8's in its high half. It keeps each digit's first place in
+    // the output less that rank, as u32 (it wraps).
+    let lane_mask = c(&mut b, 31);
+    let lane = b.op(Opcode::And, &[l, lane_mask]);
+    let heads = b.op(Opcode::Eq, &[lane, zero]);
+    b.if_(heads, |b| {
+        let ffff = cu(b, 0xFFFF);
+        let lo = b.op(Opcode::And, &[start, ffff]);
+        let hi = b.op(Opcode::Shr, &[start, sixteen]);
+        for ((d, o), s0) in firsts.into_iter().zip([lo, hi]) {
+            let dl = b.op(Opcode::Sub, &[o, s0]);
+            b.effect(Opcode::Store, &[delta, d, dl]);
+        }
+    });
     b.effect(Opcode::Barrier, &[]);
-    // Out in rank order: rank r of digit d goes to place dglobal[d] + r − dstart[d].
-    b.for_range(zero, kc, one, |b, j| {
-        let r = b.op(Opcode::Mul, &[j, items]);
+    // Rank this work-item's keys in order and put them (and values) at their ranks: the
+    // reads of the tile as read are all done (the barriers above).
+    let below = cu(&mut b, (ITEMS * kpi - 1) as u32);
+    let mut counts = (u0, u0);
+    for (j, t) in walk(&mut b).into_iter().enumerate() {
+        let (k, slot, half) = (t.key, t.slot, t.half);
+        let r = b.read(cnt, slot);
+        let (before, next) = tally(&mut b, counts, &t);
+        counts = next;
+        // A rank is below the tile's length, a power of two: the mask keeps the low half
+        // and shows the compiler that the store below is in range.
+        let rank = b.op(Opcode::Shr, &[r, half]);
+        let rank = b.op(Opcode::Add, &[rank, before]);
+        let rank = b.op(Opcode::And, &[rank, below]);
+        let rank = b.cast(rank, i32t);
+        b.effect(Opcode::Store, &[ranked, rank, k]);
+        if let (Some(vs), Some(sv)) = (vals, sv) {
+            let jc = c(&mut b, j);
+            let q = b.op(Opcode::Add, &[run, jc]);
+            let i = b.op(Opcode::Add, &[base, q]);
+            let v = b.read(vs, i);
+            b.effect(Opcode::Store, &[sv, rank, v]);
+        }
+    }
+    b.effect(Opcode::Barrier, &[]);
+    // Out in rank order: rank r of digit d goes to place delta[d] + r; ranks past the
+    // keys' count (the padding) go nowhere (place −1 is out of range: no store).
+    let minus = b.constant(Const::i32(-1));
+    for j in 0..kpi {
+        let r = c(&mut b, j * ITEMS);
         let r = b.op(Opcode::Add, &[r, l]);
+        let k = b.read(ranked, r);
+        let d = digit(&mut b, k, key, shift);
+        let dl = b.read(delta, d);
+        let ru = b.cast(r, u32t);
+        let pos = b.op(Opcode::Add, &[dl, ru]);
+        let pos = b.cast(pos, i32t);
         let inside = b.op(Opcode::Lt, &[r, count]);
-        b.if_(inside, |b| {
-            let k = b.read(sk, r);
-            let d = digit(b, k, key, shift);
-            let s0 = b.read(dstart, d);
-            let o = b.read(dglobal, d);
-            let ru = b.cast(r, u32t);
-            let within = b.op(Opcode::Sub, &[ru, s0]);
-            let pos = b.op(Opcode::Add, &[o, within]);
-            let pos = b.cast(pos, i32t);
-            b.effect(Opcode::Store, &[out_keys, pos, k]);
-            if let (Some(sv), Some(ov)) = (sv, out_vals) {
-                let v = b.read(sv, r);
-                b.effect(Opcode::Store, &[ov, pos, v]);
-            }
-        });
-    });
+        let pos = b.select(inside, pos, minus);
+        b.effect(Opcode::Store, &[out_keys, pos, k]);
+        if let (Some(sv), Some(ov)) = (sv, out_vals) {
+            let v = b.read(sv, r);
+            b.effect(Opcode::Store, &[ov, pos, v]);
+        }
+    }
     let m = b.finish_module().map_err(Error::invalid)?;
     Ok(Kernel::from_program(crate::dsl::Program::from_module(
         m, name,
