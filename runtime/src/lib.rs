@@ -20,6 +20,7 @@ mod planes;
 mod pool;
 pub mod prepare;
 pub mod stats;
+mod vsort;
 pub mod watchdog;
 
 pub use backend::{Backend, Device, DeviceOptions, UnknownBackend};
