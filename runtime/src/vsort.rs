@@ -87,8 +87,8 @@ pub(crate) fn sort_keys(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,popcnt")]
 unsafe fn map(src: *const u32, dst: *mut u32, n: usize, fill: u32, flip: u32, back: bool) {
-    // SAFETY: the caller has checked AVX-512 Foundation and passes pointers and
-    // lengths of live buffers; every access below stays inside them.
+    // SAFETY: the caller passes `n` readable keys at `src` and `n` writable at `dst`; the
+    // loads and stores are masked to them.
     unsafe {
         let (f, x) = (
             _mm512_set1_epi32(fill as i32),
@@ -147,23 +147,27 @@ const NETWORK: ([[i32; LANES]; 10], [u16; 10]) = {
     (idx, take_max)
 };
 
-/// Sorts 16 lanes ascending as unsigned integers: [`NETWORK`]'s stages, each a lane
-/// permutation, a min, a max and a blend.
+/// [`NETWORK`]'s stages from `first` on, applied to `v`: each a lane permutation, a min,
+/// a max and a blend.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,popcnt")]
-unsafe fn sort16(mut v: __m512i) -> __m512i {
-    // SAFETY: the caller has checked AVX-512 Foundation and passes pointers and
-    // lengths of live buffers; every access below stays inside them.
-    unsafe {
-        for s in 0..10 {
-            let idx = _mm512_loadu_si512(NETWORK.0[s].as_ptr().cast());
-            let w = _mm512_permutexvar_epi32(idx, v);
-            let lo = _mm512_min_epu32(v, w);
-            let hi = _mm512_max_epu32(v, w);
-            v = _mm512_mask_blend_epi32(NETWORK.1[s], lo, hi);
-        }
-        v
+fn stages(mut v: __m512i, first: usize) -> __m512i {
+    for s in first..10 {
+        // SAFETY: a read of the 16 lanes of a constant table's row.
+        let idx = unsafe { _mm512_loadu_si512(NETWORK.0[s].as_ptr().cast()) };
+        let w = _mm512_permutexvar_epi32(idx, v);
+        let lo = _mm512_min_epu32(v, w);
+        let hi = _mm512_max_epu32(v, w);
+        v = _mm512_mask_blend_epi32(NETWORK.1[s], lo, hi);
     }
+    v
+}
+
+/// Sorts 16 lanes ascending as unsigned integers: all of [`NETWORK`]'s stages.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,popcnt")]
+fn sort16(v: __m512i) -> __m512i {
+    stages(v, 0)
 }
 
 /// Vectors of the largest part a network sorts.
@@ -180,21 +184,11 @@ fn reverse(v: __m512i) -> __m512i {
     _mm512_permutexvar_epi32(idx, v)
 }
 
-/// A bitonic vector sorted ascending: [`NETWORK`]'s last 4 stages.
+/// A bitonic vector sorted ascending: [`NETWORK`]'s last 4 stages (those of k = 16).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,popcnt")]
-unsafe fn merge16(mut v: __m512i) -> __m512i {
-    // SAFETY: register operations and reads of the constant tables.
-    unsafe {
-        for s in 6..10 {
-            let idx = _mm512_loadu_si512(NETWORK.0[s].as_ptr().cast());
-            let w = _mm512_permutexvar_epi32(idx, v);
-            let lo = _mm512_min_epu32(v, w);
-            let hi = _mm512_max_epu32(v, w);
-            v = _mm512_mask_blend_epi32(NETWORK.1[s], lo, hi);
-        }
-        v
-    }
+fn merge16(v: __m512i) -> __m512i {
+    stages(v, 6)
 }
 
 /// Sorts `n ≤ 128` keys from `src` into `dst` (which may be `src`) in registers: up to 8
