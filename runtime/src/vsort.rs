@@ -65,7 +65,7 @@ pub(crate) fn sort_keys(
                 .for_each(|(s, i)| unsafe {
                     map(i.as_ptr(), s.as_mut_ptr(), i.len(), fill, flip, false)
                 });
-            unsafe { sort_to(scratch, out, depth) };
+            unsafe { sort_from(scratch, out, true, depth) };
         }
         if fill | flip != 0 {
             out.par_chunks_mut(CHUNK).for_each(|o| {
@@ -415,8 +415,8 @@ unsafe fn sort_split(
         let (dl, dr) = dst.split_at_mut(k);
         let (sl, sr) = scratch.split_at_mut(k);
         rayon::join(
-            || sort_in_place(dl, sl, depth - 1),
-            || sort_in_place(dr, sr, depth - 1),
+            || sort_from(dl, sl, false, depth - 1),
+            || sort_from(dr, sr, false, depth - 1),
         );
         true
     }
@@ -466,86 +466,66 @@ unsafe fn partition(src: &[u32], dst: &mut [u32], p: u32) -> usize {
     }
 }
 
-/// Sorts the keys of `src` into `dst` (the same length), clobbering `src`: a partition
-/// around the median of 16 of the keys into `dst`, then each part sorted in place with
-/// `src`'s part as working space — on two threads when the keys are many. Past `depth`
-/// levels (keys that defeat the sampled median) the standard library's sort finishes.
-/// Out of place rather than in place: an in-place partition (Bramas 2017, §4.2) must pick
-/// the side of each read from the previous vector's split, a branch as good as random or
-/// a chain of latencies, and measured 15–45 % slower here.
+/// Sorts the keys of `data`, the result in `data` or (`into_other`) in `other` (the same
+/// length; the buffer without the result is clobbered): a partition around the median of
+/// 16 of the keys into `other`, then each part sorted from there, its result back in
+/// `data`'s part or left in `other`'s — the two parts on two threads when the keys are
+/// many. Past `depth` levels (keys that defeat the sampled median) the standard library's
+/// sort finishes. Out of place rather than in place: an in-place partition (Bramas 2017,
+/// §4.2) must pick the side of each read from the previous vector's split, a branch as
+/// good as random or a chain of latencies, and measured 15–45 % slower here.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,popcnt")]
-unsafe fn sort_to(src: &mut [u32], dst: &mut [u32], depth: u32) {
-    // SAFETY: the parts are disjoint halves of `src` and `dst`.
+unsafe fn sort_from(data: &mut [u32], other: &mut [u32], into_other: bool, depth: u32) {
+    // SAFETY: the parts are disjoint halves of `data` and `other`.
     unsafe {
-        let n = src.len();
+        let n = data.len();
+        let result = |data: &mut [u32], other: &mut [u32]| -> *mut u32 {
+            if into_other {
+                other.as_mut_ptr()
+            } else {
+                data.as_mut_ptr()
+            }
+        };
         if n <= BLOCK {
-            sort_block(src.as_ptr(), dst.as_mut_ptr(), n);
+            sort_block(data.as_ptr(), result(data, other), n);
             return;
         }
         if depth == 0 {
-            dst.copy_from_slice(src);
-            dst.sort_unstable();
+            data.sort_unstable();
+            if into_other {
+                other.copy_from_slice(data);
+            }
             return;
         }
-        let p = pivot(src);
-        let k = partition(src, dst, p);
+        let p = pivot(data);
+        let k = partition(data, other, p);
         if k == 0 {
             // Every key is `p` or above (`p` among them): those equal to `p` go first and
             // are done.
             if p == u32::MAX {
+                if !into_other {
+                    data.copy_from_slice(other);
+                }
                 return;
             }
-            let eq = partition(dst, src, p + 1);
-            dst[..eq].fill(p);
-            return sort_to(&mut src[eq..], &mut dst[eq..], depth - 1);
+            let eq = partition(other, data, p + 1);
+            if into_other {
+                other[..eq].fill(p);
+            }
+            return sort_from(&mut data[eq..], &mut other[eq..], into_other, depth - 1);
         }
-        let (dl, dr) = dst.split_at_mut(k);
-        let (sl, sr) = src.split_at_mut(k);
+        // The keys are in `other` now: each part sorts from there.
+        let (ol, or) = other.split_at_mut(k);
+        let (dl, dr) = data.split_at_mut(k);
         if n > PARALLEL {
             rayon::join(
-                || sort_in_place(dl, sl, depth - 1),
-                || sort_in_place(dr, sr, depth - 1),
+                || sort_from(ol, dl, !into_other, depth - 1),
+                || sort_from(or, dr, !into_other, depth - 1),
             );
         } else {
-            sort_in_place(dl, sl, depth - 1);
-            sort_in_place(dr, sr, depth - 1);
-        }
-    }
-}
-
-/// Sorts `a` in place with `scratch` (the same length) as working space, as [`sort_to`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,popcnt")]
-unsafe fn sort_in_place(a: &mut [u32], scratch: &mut [u32], depth: u32) {
-    // SAFETY: the parts are disjoint halves of `a` and `scratch`.
-    unsafe {
-        let n = a.len();
-        if n <= BLOCK {
-            sort_block(a.as_ptr(), a.as_mut_ptr(), n);
-            return;
-        }
-        if depth == 0 {
-            a.sort_unstable();
-            return;
-        }
-        let p = pivot(a);
-        let k = partition(a, scratch, p);
-        if k == 0 {
-            if p == u32::MAX {
-                a.copy_from_slice(scratch);
-                return;
-            }
-            let eq = partition(scratch, a, p + 1);
-            return sort_in_place(&mut a[eq..], &mut scratch[eq..], depth - 1);
-        }
-        let (al, ar) = a.split_at_mut(k);
-        let (sl, sr) = scratch.split_at_mut(k);
-        if n > PARALLEL {
-            rayon::join(|| sort_to(sl, al, depth - 1), || sort_to(sr, ar, depth - 1));
-        } else {
-            sort_to(sl, al, depth - 1);
-            sort_to(sr, ar, depth - 1);
+            sort_from(ol, dl, !into_other, depth - 1);
+            sort_from(or, dr, !into_other, depth - 1);
         }
     }
 }
