@@ -23,8 +23,9 @@ use weft_ir::{Boundary, Const, Opcode, ScalarType, Type};
 
 /// Work-items per work-group: they rank one tile of keys together.
 const ITEMS: usize = 256;
-/// Bits of a pass's digit (16 digit values): each work-item keeps one counter per digit in
-/// shared memory, 16 KiB a work-group.
+/// Bits of a pass's digit (16 digit values): each work-item counts its run's digits in two
+/// registers (4 bits a digit) and writes them as 8 words of packed 16-bit counters, 8 KiB
+/// of shared memory a work-group.
 const DIGIT_BITS: u32 = 4;
 /// Digit values of a pass.
 const DIGITS: usize = 1 << DIGIT_BITS;

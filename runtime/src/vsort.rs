@@ -33,7 +33,8 @@ pub(crate) fn available() -> bool {
     }
 }
 
-/// Sorts the 32-bit keys of `input` into `out` (the same length) by the order whose
+/// Sorts the 32-bit keys of `input` into `out` (the same length), on the current rayon
+/// pool's threads, by the order whose
 /// unsigned form `ordered(x) = x ^ ((fill(x) & fill) | flip)` gives (`fill(x)`: all ones
 /// when `x`'s top bit is set; hostsort's `Order`), with `scratch` (the same length) as
 /// working space. `false` (and nothing sorted) when the CPU lacks AVX-512 or the lengths
@@ -214,7 +215,9 @@ unsafe fn sort_block(src: *const u32, dst: *mut u32, n: usize) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,popcnt")]
 unsafe fn block<const R: usize>(src: *const u32, dst: *mut u32, n: usize) {
-    // SAFETY: the loads and stores are masked to the `n` keys of `src` and `dst`.
+    // SAFETY: the loads and stores are masked to the `n` keys of `src` and `dst` (the
+    // addresses of vectors wholly past them are formed with `wrapping_add` and touch
+    // nothing).
     unsafe {
         let top = _mm512_set1_epi32(-1);
         let mut v = [top; R];
@@ -223,7 +226,7 @@ unsafe fn block<const R: usize>(src: *const u32, dst: *mut u32, n: usize) {
             *x = sort16(_mm512_mask_loadu_epi32(
                 top,
                 m,
-                src.add(q * LANES) as *const i32,
+                src.wrapping_add(q * LANES) as *const i32,
             ));
         }
         let mut w = 2;
@@ -260,7 +263,7 @@ unsafe fn block<const R: usize>(src: *const u32, dst: *mut u32, n: usize) {
         }
         for (q, x) in v.iter().enumerate() {
             let m = lanes_mask(n.saturating_sub(q * LANES));
-            _mm512_mask_storeu_epi32(dst.add(q * LANES) as *mut i32, m, *x);
+            _mm512_mask_storeu_epi32(dst.wrapping_add(q * LANES) as *mut i32, m, *x);
         }
     }
 }
@@ -480,15 +483,10 @@ unsafe fn sort_from(data: &mut [u32], other: &mut [u32], into_other: bool, depth
     // SAFETY: the parts are disjoint halves of `data` and `other`.
     unsafe {
         let n = data.len();
-        let result = |data: &mut [u32], other: &mut [u32]| -> *mut u32 {
-            if into_other {
-                other.as_mut_ptr()
-            } else {
-                data.as_mut_ptr()
-            }
-        };
         if n <= BLOCK {
-            sort_block(data.as_ptr(), result(data, other), n);
+            let from = data.as_mut_ptr();
+            let to = if into_other { other.as_mut_ptr() } else { from };
+            sort_block(from, to, n);
             return;
         }
         if depth == 0 {
