@@ -5,7 +5,7 @@
 //! digits in its own cache-sized buffers (least-significant digit first), the last pass
 //! writing the result. Every pass is stable, so the result is the one permutation the keys
 //! fix: the bits every other device gives. 32-bit keys without values take the vectorised
-//! quicksort ([`crate::vsort`]) on CPUs with AVX-512: equal keys are equal bits, so its
+//! quicksort (`vsort.rs`) on CPUs with AVX-512: equal keys are equal bits, so its
 //! instability changes nothing, and on 2 cores it is about 2.5× this radix sort's speed.
 
 use crate::buffer::HostBuffer;
@@ -112,7 +112,7 @@ struct Out<T>(*mut T);
 unsafe impl<T> Send for Out<T> {}
 unsafe impl<T> Sync for Out<T> {}
 
-/// Keys from which 32-bit keys alone take the vectorised quicksort ([`crate::vsort`]) when
+/// Keys from which 32-bit keys alone take the vectorised quicksort (`vsort.rs`) when
 /// the CPU has AVX-512.
 const VSORT_MIN: usize = 1 << 12;
 
