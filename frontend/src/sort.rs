@@ -360,13 +360,13 @@ fn place_kernel(key: ScalarType, value: Option<ScalarType>) -> Result<Kernel> {
     // This work-item's column of counter words: word w holds digit w's count in its low
     // half and digit w + 8's in its high half.
     let (lo, hi) = counts;
+    let sixteen = cu(&mut b, 16);
     for w in 0..WORDS {
         let sh = cu(&mut b, 4 * w as u32);
         let a = b.op(Opcode::Shr, &[lo, sh]);
         let a = b.op(Opcode::And, &[a, nib]);
         let h = b.op(Opcode::Shr, &[hi, sh]);
         let h = b.op(Opcode::And, &[h, nib]);
-        let sixteen = cu(&mut b, 16);
         let h = b.op(Opcode::Shl, &[h, sixteen]);
         let word = b.op(Opcode::Or, &[a, h]);
         let at = c(&mut b, w * bank_padded(ITEMS));
@@ -435,7 +435,6 @@ fn place_kernel(key: ScalarType, value: Option<ScalarType>) -> Result<Kernel> {
     let tx = b.read(tot, lp);
     let excl = b.op(Opcode::Add, &[gx, tx]);
     let total = b.read(groups, side);
-    let sixteen = cu(&mut b, 16);
     let low = b.op(Opcode::Shl, &[total, sixteen]);
     let start = b.op(Opcode::Add, &[excl, low]);
     let mut run_sum = start;

@@ -15,7 +15,7 @@ use weft_ir::ScalarType;
 const PER_THREAD: usize = 1 << 16;
 
 /// A key's raw bits, as stored in a plane (4 or 8 bytes).
-trait Raw:
+pub(crate) trait Raw:
     Copy
     + Default
     + Send
@@ -64,21 +64,21 @@ impl Raw for u64 {
 /// of its type (docs/semantics.md, "Sorts": IEEE total order for floats): `x ^ ((fill(x) &
 /// fill) | flip)`, where `fill(x)` is all ones for a set top bit — no branch in the loops.
 #[derive(Clone, Copy)]
-struct Order<K> {
-    fill: K,
-    flip: K,
+pub(crate) struct Order<K> {
+    pub(crate) fill: K,
+    pub(crate) flip: K,
 }
 
 impl<K: Raw> Order<K> {
     /// The identity (keys already in their ordered form).
-    const SAME: Order<K> = Order {
+    pub(crate) const SAME: Order<K> = Order {
         fill: K::ZERO,
         flip: K::ZERO,
     };
 
     /// The order of keys of type `s`: floats flip every bit when negative and the sign
     /// when not; signed integers flip the sign.
-    fn of(s: ScalarType) -> Order<K> {
+    pub(crate) fn of(s: ScalarType) -> Order<K> {
         match s {
             ScalarType::F32 | ScalarType::F64 => Order {
                 fill: !K::ZERO,
@@ -93,7 +93,7 @@ impl<K: Raw> Order<K> {
     }
 
     /// The ordered form of key bits `x`.
-    fn ordered(self, x: K) -> K {
+    pub(crate) fn ordered(self, x: K) -> K {
         x ^ ((x.sign_fill() & self.fill) | self.flip)
     }
 
@@ -569,8 +569,7 @@ pub fn sort_host(
                 HostBuffer::scalars::<u32>(keys),
                 HostBuffer::scalars_mut::<u32>(&mut scratch),
                 HostBuffer::scalars_mut::<u32>(&mut out),
-                order.fill,
-                order.flip,
+                order,
             )
         }));
         if matches!(sorted, Ok(true)) {

@@ -11,6 +11,7 @@
 //! NumPy's AVX-512 quicksort (one thread) 91–120 ms (docs/performance.md).
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 
+use crate::hostsort::Order;
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
@@ -34,17 +35,14 @@ pub(crate) fn available() -> bool {
 }
 
 /// Sorts the 32-bit keys of `input` into `out` (the same length), on the current rayon
-/// pool's threads, by the order whose
-/// unsigned form `ordered(x) = x ^ ((fill(x) & fill) | flip)` gives (`fill(x)`: all ones
-/// when `x`'s top bit is set; hostsort's `Order`), with `scratch` (the same length) as
-/// working space. `false` (and nothing sorted) when the CPU lacks AVX-512 or the lengths
-/// differ.
+/// pool's threads, in the order of their unsigned form under `order` (hostsort's map of
+/// signed and float keys), with `scratch` (the same length) as working space. `false` (and
+/// nothing sorted) when the CPU lacks AVX-512 or the lengths differ.
 pub(crate) fn sort_keys(
     input: &[u32],
     scratch: &mut [u32],
     out: &mut [u32],
-    fill: u32,
-    flip: u32,
+    order: Order<u32>,
 ) -> bool {
     if !available() || scratch.len() != input.len() || out.len() != input.len() {
         return false;
@@ -53,7 +51,6 @@ pub(crate) fn sort_keys(
     {
         use rayon::prelude::*;
         const CHUNK: usize = 1 << 16;
-        let order = Order { fill, flip };
         let depth = 2 * (usize::BITS - input.len().leading_zeros()) + 8;
         // SAFETY (every call below): the CPU has AVX-512 Foundation and POPCNT (checked
         // above).
@@ -64,21 +61,21 @@ pub(crate) fn sort_keys(
                 .par_chunks_mut(CHUNK)
                 .zip(input.par_chunks(CHUNK))
                 .for_each(|(s, i)| unsafe {
-                    map(i.as_ptr(), s.as_mut_ptr(), i.len(), fill, flip, false)
+                    map(i.as_ptr(), s.as_mut_ptr(), i.len(), order, false)
                 });
             unsafe { sort_from(scratch, out, true, depth) };
         }
-        if fill | flip != 0 {
+        if order.fill | order.flip != 0 {
             out.par_chunks_mut(CHUNK).for_each(|o| {
                 let p = o.as_mut_ptr();
-                unsafe { map(p, p, o.len(), fill, flip, true) }
+                unsafe { map(p, p, o.len(), order, true) }
             });
         }
         true
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (input, scratch, fill, flip);
+        let _ = (input, scratch, order);
         false
     }
 }
@@ -87,27 +84,51 @@ pub(crate) fn sort_keys(
 /// (each vector is read before it is written).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,popcnt")]
-unsafe fn map(src: *const u32, dst: *mut u32, n: usize, fill: u32, flip: u32, back: bool) {
+unsafe fn map(src: *const u32, dst: *mut u32, n: usize, order: Order<u32>, back: bool) {
     // SAFETY: the caller passes `n` readable keys at `src` and `n` writable at `dst`; the
     // loads and stores are masked to them.
     unsafe {
-        let (f, x) = (
-            _mm512_set1_epi32(fill as i32),
-            _mm512_set1_epi32(flip as i32),
-        );
-        let ones = _mm512_set1_epi32(-1);
         let mut i = 0;
         while i < n {
             let m = lanes_mask(n - i);
             let v = _mm512_maskz_loadu_epi32(m, src.add(i) as *const i32);
-            // The top bit decides: of the key itself, or (back) of its ordered form's inverse.
-            let top = if back { _mm512_xor_si512(v, ones) } else { v };
-            let fills = _mm512_srai_epi32(top, 31);
-            let w = _mm512_xor_si512(v, _mm512_or_si512(_mm512_and_si512(fills, f), x));
+            let w = if back {
+                unordered_lanes(order, v)
+            } else {
+                ordered_lanes(order, v)
+            };
             _mm512_mask_storeu_epi32(dst.add(i) as *mut i32, m, w);
             i += LANES;
         }
     }
+}
+
+/// What `order` XORs into each lane whose top bit `top` holds: `(fill(top) & fill) | flip`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn order_bits(order: Order<u32>, top: __m512i) -> __m512i {
+    let fills = _mm512_srai_epi32(top, 31);
+    let f = _mm512_set1_epi32(order.fill as i32);
+    _mm512_or_si512(
+        _mm512_and_si512(fills, f),
+        _mm512_set1_epi32(order.flip as i32),
+    )
+}
+
+/// Hostsort's `Order::ordered` of each lane.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn ordered_lanes(order: Order<u32>, v: __m512i) -> __m512i {
+    _mm512_xor_si512(v, order_bits(order, v))
+}
+
+/// Hostsort's `Order::unordered` of each lane: the top bit of the ordered form's inverse
+/// decides.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn unordered_lanes(order: Order<u32>, v: __m512i) -> __m512i {
+    let inverse = _mm512_xor_si512(v, _mm512_set1_epi32(-1));
+    _mm512_xor_si512(v, order_bits(order, inverse))
 }
 
 /// The mask of the first `min(left, 16)` lanes.
@@ -304,7 +325,7 @@ unsafe fn partition_into<const MAP: bool>(
     left: *mut u32,
     right_end: *mut u32,
     p: u32,
-    order: Order,
+    order: Order<u32>,
 ) -> usize {
     // SAFETY: every load is of a whole vector or masked inside `src`, and the stores are
     // masked to the keys written, inside the caller's places.
@@ -316,7 +337,7 @@ unsafe fn partition_into<const MAP: bool>(
         let mut r = right_end;
         let d = left;
         let mut split = |v: __m512i, all: __mmask16| {
-            let v = if MAP { order.ordered(v) } else { v };
+            let v = if MAP { ordered_lanes(order, v) } else { v };
             let below = _mm512_mask_cmplt_epu32_mask(all, v, pv);
             let rest = all & !below;
             let (lc, rc) = (below.count_ones(), rest.count_ones());
@@ -341,10 +362,10 @@ unsafe fn partition_into<const MAP: bool>(
     }
 }
 
-/// How many keys of `src` are below `p`.
+/// How many keys of `src`, in their ordered form under `order`, are below `p`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,popcnt")]
-unsafe fn count_below<const MAP: bool>(src: &[u32], p: u32, order: Order) -> usize {
+unsafe fn count_below(src: &[u32], p: u32, order: Order<u32>) -> usize {
     // SAFETY: whole-vector loads inside `src`, then a masked one.
     unsafe {
         let (n, s) = (src.len(), src.as_ptr());
@@ -352,14 +373,14 @@ unsafe fn count_below<const MAP: bool>(src: &[u32], p: u32, order: Order) -> usi
         let (mut c, mut i) = (0usize, 0);
         while i + LANES <= n {
             let v = _mm512_loadu_si512(s.add(i).cast());
-            let v = if MAP { order.ordered(v) } else { v };
+            let v = ordered_lanes(order, v);
             c += _mm512_cmplt_epu32_mask(v, pv).count_ones() as usize;
             i += LANES;
         }
         if i < n {
             let all = lanes_mask(n - i);
             let v = _mm512_maskz_loadu_epi32(all, s.add(i) as *const i32);
-            let v = if MAP { order.ordered(v) } else { v };
+            let v = ordered_lanes(order, v);
             c += _mm512_mask_cmplt_epu32_mask(all, v, pv).count_ones() as usize;
         }
         c
@@ -393,19 +414,16 @@ unsafe fn sort_split(
     scratch: &mut [u32],
     dst: &mut [u32],
     depth: u32,
-    order: Order,
+    order: Order<u32>,
 ) -> bool {
     // SAFETY: the two halves' places are disjoint ranges of `dst` (by the counts), and
     // the recursion's slices are disjoint halves of `scratch` and `dst`.
     unsafe {
         let n = input.len();
-        let p = pivot_of(input, |x| order.ordered_scalar(x));
+        let p = pivot_of(input, |x| order.ordered(x));
         let h = n / 2;
         let (a, b) = input.split_at(h);
-        let (c0, c1) = rayon::join(
-            || count_below::<true>(a, p, order),
-            || count_below::<true>(b, p, order),
-        );
+        let (c0, c1) = rayon::join(|| count_below(a, p, order), || count_below(b, p, order));
         let k = c0 + c1;
         if k == 0 {
             return false;
@@ -432,31 +450,6 @@ fn low_lanes(c: u32) -> __mmask16 {
     ((1u32 << c) - 1) as __mmask16
 }
 
-/// The map of 32-bit keys to their ordered form (hostsort's `Order`), a vector at a time.
-#[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy)]
-struct Order {
-    fill: u32,
-    flip: u32,
-}
-
-#[cfg(target_arch = "x86_64")]
-impl Order {
-    /// `ordered(x)` of one key.
-    fn ordered_scalar(self, x: u32) -> u32 {
-        x ^ ((((x as i32) >> 31) as u32 & self.fill) | self.flip)
-    }
-
-    /// `ordered(x)` of each lane.
-    #[target_feature(enable = "avx512f")]
-    fn ordered(self, v: __m512i) -> __m512i {
-        let fills = _mm512_srai_epi32(v, 31);
-        let f = _mm512_set1_epi32(self.fill as i32);
-        let x = _mm512_set1_epi32(self.flip as i32);
-        _mm512_xor_si512(v, _mm512_or_si512(_mm512_and_si512(fills, f), x))
-    }
-}
-
 /// Puts the keys of `src` below `p` at the start of `dst` and the rest after them (the
 /// latter from the end backwards); returns how many are below.
 #[cfg(target_arch = "x86_64")]
@@ -465,7 +458,7 @@ unsafe fn partition(src: &[u32], dst: &mut [u32], p: u32) -> usize {
     // SAFETY: `dst` has `src`'s length, which the two ranges fill.
     unsafe {
         let d = dst.as_mut_ptr();
-        partition_into::<false>(src, d, d.add(src.len()), p, Order { fill: 0, flip: 0 })
+        partition_into::<false>(src, d, d.add(src.len()), p, Order::SAME)
     }
 }
 
@@ -566,7 +559,7 @@ mod tests {
                     let mut want = keys.clone();
                     want.sort_unstable_by_key(|&k| ord(k));
                     let (mut s, mut o) = (vec![0; n], vec![0; n]);
-                    assert!(sort_keys(&keys, &mut s, &mut o, fill, flip));
+                    assert!(sort_keys(&keys, &mut s, &mut o, Order { fill, flip }));
                     assert_eq!(o, want, "n {n} fill {fill:x} flip {flip:x}");
                 }
             }
