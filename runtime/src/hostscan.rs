@@ -5,8 +5,8 @@
 //! The order: elements in blocks of [`FAN`]; element `i` of block `b` is the fold of the
 //! block up to `i`, left to right, combined after element `b − 1` of the inclusive scan (in
 //! this same order) of the blocks' totals. `Levels` computes that scan of the totals as
-//! they arrive, one level per fan-in; a chunk of `CHUNK` elements is read once from
-//! memory to fold its blocks, hands its 32 folds of 32 block totals through the levels in
+//! they arrive, one level per fan-in; a chunk of whole blocks (at most [`CHUNK_BYTES`]) is read
+//! once from memory to fold its blocks, hands its folds of 32 block totals through the levels in
 //! chunk order, and is walked again from the cache to write the results. Each result is the same expression
 //! the kernels evaluate, so the bits are the same as every other device's.
 
@@ -18,9 +18,26 @@ use weft_ir::ScalarType;
 /// Elements per block of a scan (frontend `SCAN_FAN`).
 pub const FAN: usize = 32;
 
-/// Elements per chunk: 1,024 blocks (128 KB of `f32`), which stay in a core's L2 cache
-/// between the fold and the walk.
-const CHUNK: usize = FAN * 1024;
+/// Most bytes in a chunk. A chunk stays in the core's L2 cache between its fold and its
+/// walk, beside the next chunk being folded: two chunks of 1 MiB fit the 2 MiB of a recent
+/// Xeon's L2 (on AMD Zen 4's 1 MiB the walk reads from L3). Chunks of 128 KiB (1,024
+/// blocks of `f32`) were 12–20 % slower at 2^24 `f32` on two threads (docs/performance.md,
+/// eighteenth session): each chunk restarts the hardware prefetchers' streams.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Fewest elements in a chunk: 1,024 blocks, one block of the third level.
+const MIN_CHUNK: usize = FAN * FAN * FAN;
+
+/// Elements per chunk of a scan of `n` elements of `T` on `threads` threads: a power of
+/// two from [`MIN_CHUNK`] up to [`CHUNK_BYTES`], small enough to give each thread about
+/// four chunks (so mid-sized scans still use every thread). A multiple of `FAN * FAN`, as
+/// [`Levels::hand_on`] needs.
+fn chunk_len<T>(n: usize, threads: usize) -> usize {
+    let most = (CHUNK_BYTES / std::mem::size_of::<T>()).max(MIN_CHUNK);
+    (n / (4 * threads.max(1)))
+        .next_power_of_two()
+        .clamp(MIN_CHUNK, most)
+}
 
 /// Blocks folded side by side (independent chains for the core's adders).
 const LANES: usize = 8;
@@ -234,19 +251,19 @@ impl<T: Sum> Levels<T> {
         self.levels.first().filter(|l| l.count > 0).map(|l| l.last)
     }
 
-    /// Appends the totals of a whole chunk ([`CHUNK`] / [`FAN`] of them, starting a block
-    /// of the second level) given only their folds by 32 (`folds`, the second level's
+    /// Appends the totals of a whole chunk (a multiple of `FAN * FAN` of them, starting a
+    /// block of the second level) given only their folds by 32 (`folds`, the second level's
     /// values): the second level and above take them one by one, the first level's state
     /// after the chunk follows from the last. Returns the first level's last element
     /// before the chunk and the second level's before each fold — all that
     /// [`chunk_prevs`] needs for the chunk's own elements of the first level. The work done
-    /// in chunk order is 32 pushes instead of 1,024.
+    /// in chunk order is one push for 32 totals.
     fn hand_on(&mut self, folds: &[T]) -> (Option<T>, Vec<Option<T>>) {
         if self.levels.is_empty() {
             self.levels.push(Level::default());
         }
         let l0 = self.levels[0].count;
-        debug_assert!(l0.is_multiple_of(FAN * FAN) && folds.len() * FAN == CHUNK / FAN);
+        debug_assert!(l0.is_multiple_of(FAN * FAN) && folds.len().is_multiple_of(FAN));
         let before = self.last();
         let mut above = Vec::with_capacity(folds.len());
         for &f in folds {
@@ -257,7 +274,7 @@ impl<T: Sum> Levels<T> {
         // before it.
         let (prev, run) = (above[folds.len() - 1], folds[folds.len() - 1]);
         self.levels[0] = Level {
-            count: l0 + CHUNK / FAN,
+            count: l0 + folds.len() * FAN,
             run,
             prev,
             last: match prev {
@@ -269,7 +286,7 @@ impl<T: Sum> Levels<T> {
     }
 
     /// Appends `totals` in order, writing before each the scan's last element so far (what
-    /// its block is combined after) into `prev` (a chunk shorter than [`CHUNK`]; whole ones
+    /// its block is combined after) into `prev` (a chunk shorter than the others; whole ones
     /// go through [`Levels::hand_on`]).
     fn push_all(&mut self, totals: &[T], prev: &mut Vec<Option<T>>) {
         prev.clear();
@@ -345,44 +362,47 @@ fn fold_blocks<T: Sum>(x: &[T], totals: &mut Vec<T>) {
     totals.clear();
     let mut groups = x.chunks_exact(FAN * LANES);
     for g in groups.by_ref() {
-        let mut acc: [T; LANES] = std::array::from_fn(|j| g[j * FAN]);
-        if !T::fold_group(g, &mut acc) {
-            for i in 1..FAN {
-                for (j, a) in acc.iter_mut().enumerate() {
-                    *a = a.add(g[j * FAN + i]);
-                }
+        fold_group(g, totals);
+    }
+    fold_tail(groups.remainder(), totals);
+}
+
+/// Appends the folds of the [`LANES`] blocks of group `g` to `totals`.
+fn fold_group<T: Sum>(g: &[T], totals: &mut Vec<T>) {
+    let mut acc: [T; LANES] = std::array::from_fn(|j| g[j * FAN]);
+    if !T::fold_group(g, &mut acc) {
+        for i in 1..FAN {
+            for (j, a) in acc.iter_mut().enumerate() {
+                *a = a.add(g[j * FAN + i]);
             }
         }
-        totals.extend_from_slice(&acc);
     }
-    for b in groups.remainder().chunks(FAN) {
+    totals.extend_from_slice(&acc);
+}
+
+/// Appends the folds of the blocks of `rest` (fewer than a group; the last may be short)
+/// to `totals`.
+fn fold_tail<T: Sum>(rest: &[T], totals: &mut Vec<T>) {
+    for b in rest.chunks(FAN) {
         totals.push(b[1..].iter().fold(b[0], |a, &v| a.add(v)));
     }
 }
 
-/// Asks for the cache lines of `x` into the L2 cache.
-fn prefetch<T>(x: Option<&[T]>) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(x) = x {
-        let bytes = std::mem::size_of_val(x);
-        let p = x.as_ptr().cast::<i8>();
-        for off in (0..bytes).step_by(64) {
-            // SAFETY: a prefetch reads nothing; the address is inside `x`. SSE is part of
-            // x86-64.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
-                    p.wrapping_add(off),
-                )
-            };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
-}
-
 /// Writes the scan of `x`'s blocks into `out`: each block's running fold, combined after
-/// `prev[b]` where given.
-fn walk_blocks<T: Sum>(x: &[T], prev: &[Option<T>], out: &mut [T], ahead: &[T]) {
+/// `prev[b]` where given — and, group by group beside it, folds the blocks of `next` (the
+/// chunk this thread walks next) into `next_totals`. So one loop reads `next` from memory
+/// as a stream while `x` (folded before, so in the cache) goes out as another, as a copy
+/// loop does: the hardware prefetchers see two sequential streams, and no software
+/// prefetch takes the line-fill buffers the streaming stores need.
+fn walk_blocks<T: Sum>(
+    x: &[T],
+    prev: &[Option<T>],
+    out: &mut [T],
+    next: &[T],
+    next_totals: &mut Vec<T>,
+) {
+    next_totals.clear();
+    let mut next_groups = next.chunks_exact(FAN * LANES);
     let put = |p: Option<T>, r: T| match p {
         Some(p) => p.add(r),
         None => r,
@@ -392,9 +412,9 @@ fn walk_blocks<T: Sum>(x: &[T], prev: &[Option<T>], out: &mut [T], ahead: &[T]) 
         .chunks_exact(FAN * LANES)
         .zip(out.chunks_exact_mut(FAN * LANES));
     for (g, o) in groups.by_ref() {
-        // The same share of the chunk this thread folds next, on its way into the cache
-        // while this one's results go out.
-        prefetch(ahead.get(at * FAN..((at + LANES) * FAN).min(ahead.len())));
+        if let Some(ng) = next_groups.next() {
+            fold_group(ng, next_totals);
+        }
         let p: [Option<T>; LANES] = std::array::from_fn(|j| prev[at + j]);
         if p.iter().all(Option::is_some) {
             let p = p.map(|p| p.unwrap_or_default());
@@ -415,6 +435,10 @@ fn walk_blocks<T: Sum>(x: &[T], prev: &[Option<T>], out: &mut [T], ahead: &[T]) 
         }
         at += LANES;
     }
+    for ng in next_groups.by_ref() {
+        fold_group(ng, next_totals);
+    }
+    fold_tail(next_groups.remainder(), next_totals);
     let done = at * FAN;
     for (b, (xb, ob)) in x[done..]
         .chunks(FAN)
@@ -433,13 +457,14 @@ fn walk_blocks<T: Sum>(x: &[T], prev: &[Option<T>], out: &mut [T], ahead: &[T]) 
 /// The inclusive scan of `x` into `out` on up to `threads` threads.
 fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) -> bool {
     let n = x.len();
-    let chunks = n.div_ceil(CHUNK);
+    let len = chunk_len::<T>(n, threads);
+    let chunks = n.div_ceil(len);
     // The levels after the chunks handed on so far, and how many those are.
     let state = Mutex::new(Levels::<T>::default());
     let handed = AtomicUsize::new(0);
-    let outs: Vec<Mutex<&mut [T]>> = out.chunks_mut(CHUNK).map(Mutex::new).collect();
+    let outs: Vec<Mutex<&mut [T]>> = out.chunks_mut(len).map(Mutex::new).collect();
     let workers = threads.clamp(1, chunks.max(1));
-    let chunk = |c: usize| &x[(c * CHUNK).min(n)..((c + 1) * CHUNK).min(n)];
+    let chunk = |c: usize| &x[(c * len).min(n)..((c + 1) * len).min(n)];
     // Set when a worker panicked (a broken invariant): the others stop, and the scan
     // reports failure instead of handing out a partial result or waiting for ever.
     let failed = AtomicBool::new(false);
@@ -464,15 +489,18 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) -> bool {
     let claimed = AtomicUsize::new(0);
     let claim = || Some(claimed.fetch_add(1, Ordering::Relaxed)).filter(|&c| c < chunks);
     // Workers take turns along the chunks (chunk `c + 1` is folded by another worker while
-    // this one walks `c`), so each prefetches chunk `c + workers`, the one it most likely
-    // takes next, while its results go out. A chunk claimed ahead would keep its successor
-    // on a worker that is busy walking.
+    // this one walks `c`). Each claims its next chunk before it walks the current one and
+    // folds it during the walk ([`walk_blocks`]): it hands that chunk on only after the
+    // walk, and nothing it waits for is claimed after it, so the waits end.
     let work = |_: usize| {
-        let (mut totals, mut prev) = (Vec::new(), Vec::new());
-        while let Some(c) = claim() {
+        let (mut totals, mut next_totals, mut prev) = (Vec::new(), Vec::new(), Vec::new());
+        let mut cur = claim();
+        if let Some(c) = cur {
+            fold_blocks(chunk(c), &mut totals);
+        }
+        while let Some(c) = cur {
             let xc = chunk(c);
-            fold_blocks(xc, &mut totals);
-            if xc.len() == CHUNK {
+            if xc.len() == len {
                 // A whole chunk hands on its 32 folds of 32 totals; its own first-level
                 // elements are worked out after.
                 let folds: Vec<T> = totals
@@ -498,14 +526,23 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) -> bool {
                     .push_all(&totals, &mut prev);
                 handed.store(c + 1, Ordering::Release);
             }
+            let next = claim();
             let mut o = outs[c].lock().unwrap_or_else(|e| e.into_inner());
-            walk_blocks(xc, &prev, &mut o, chunk(c + workers));
+            walk_blocks(
+                xc,
+                &prev,
+                &mut o,
+                next.map_or(&[][..], chunk),
+                &mut next_totals,
+            );
             #[cfg(target_arch = "x86_64")]
             // SAFETY: SSE is part of x86-64. Orders the walk's streaming stores before the
             // stores that follow (`parallel_for`'s end publishes them).
             unsafe {
                 std::arch::x86_64::_mm_sfence()
             };
+            std::mem::swap(&mut totals, &mut next_totals);
+            cur = next;
         }
     };
     // On the launch pool's threads (no spawn per call); run one after another when the
@@ -579,7 +616,8 @@ mod tests {
     }
 
     /// The chained scan gives the recursion's bits at lengths around blocks, groups and
-    /// chunks, with up to five levels, on 1 and 3 threads.
+    /// chunks (chunks of 2^15 to 2^18 elements, whole and short), with up to five levels,
+    /// on 1 and 3 threads.
     #[test]
     fn chained_scan_follows_the_fixed_order() {
         for n in [
@@ -591,10 +629,11 @@ mod tests {
             256,
             257,
             1025,
-            CHUNK - 1,
-            CHUNK,
-            CHUNK + 1,
+            MIN_CHUNK - 1,
+            MIN_CHUNK,
+            MIN_CHUNK + 1,
             1_100_003,
+            2_500_001,
         ] {
             let x: Vec<f32> = (0..n)
                 .map(|i| ((i * 7919) % 1013) as f32 * 0.013 - 6.0)
