@@ -256,7 +256,7 @@ impl<T: Sum> Levels<T> {
     /// values): the second level and above take them one by one, the first level's state
     /// after the chunk follows from the last. Returns the first level's last element
     /// before the chunk and the second level's before each fold — all that
-    /// [`chunk_prevs`] needs for the chunk's own elements of the first level. The work done
+    /// [`Prevs::Runs`] needs for the chunk's own elements of the first level. The work done
     /// in chunk order is one push for 32 totals.
     fn hand_on(&mut self, folds: &[T]) -> (Option<T>, Vec<Option<T>>) {
         if self.levels.is_empty() {
@@ -332,27 +332,59 @@ impl<T: Sum> Levels<T> {
     }
 }
 
-/// The first level's elements before each of a whole chunk's block totals (`totals`),
-/// into `prev`: its fold within each run of 32 combined after the second level's element
-/// before the run (`above`, from [`Levels::hand_on`]), the first after `before`.
-fn chunk_prevs<T: Sum>(
-    totals: &[T],
-    (before, above): (Option<T>, &[Option<T>]),
-    prev: &mut Vec<Option<T>>,
-) {
-    prev.clear();
-    let mut last = before;
-    for (run32, &a) in totals.chunks(FAN).zip(above) {
-        let mut run = run32[0];
-        for (i, &t) in run32.iter().enumerate() {
-            if i > 0 {
-                run = run.add(t);
-            }
-            prev.push(last);
-            last = Some(match a {
-                Some(p) => p.add(run),
-                None => run,
-            });
+/// What each block of a chunk is combined after: element `b − 1` of the first level's scan
+/// for the chunk's block `b` (`None` for the scan's first block).
+enum Prevs<'a, T> {
+    /// Listed block by block (a chunk shorter than the others, from
+    /// [`Levels::push_all`]).
+    Listed(&'a [Option<T>]),
+    /// Worked out as the walk goes, for a whole chunk from [`Levels::hand_on`]'s results:
+    /// the first level's fold within each run of 32 totals combined after the second level's
+    /// element before the run (`above`), the element before a run's first block the previous
+    /// run's (its whole fold, `folds`, combined after its `above`), the chunk's first after
+    /// `before`. A group's [`LANES`] elements are a short chain of additions that overlaps
+    /// the group's walk.
+    Runs {
+        totals: &'a [T],
+        folds: &'a [T],
+        before: Option<T>,
+        above: &'a [Option<T>],
+    },
+}
+
+impl<T: Sum> Prevs<'_, T> {
+    /// The elements for blocks `b0 .. b0 + LANES` (`b0` a multiple of [`LANES`], the groups
+    /// asked for in order); `run` carries the fold of the current run of 32 totals from one
+    /// group to the next.
+    fn group(&self, b0: usize, run: &mut T) -> [Option<T>; LANES] {
+        let put = |p: Option<T>, r: T| {
+            Some(match p {
+                Some(p) => p.add(r),
+                None => r,
+            })
+        };
+        match *self {
+            Prevs::Listed(l) => std::array::from_fn(|j| l[b0 + j]),
+            Prevs::Runs {
+                totals,
+                folds,
+                before,
+                above,
+            } => std::array::from_fn(|j| {
+                let b = b0 + j;
+                let (r, i) = (b / FAN, b % FAN);
+                let p = match (i, r) {
+                    (0, 0) => before,
+                    (0, _) => put(above[r - 1], folds[r - 1]),
+                    _ => put(above[r], *run),
+                };
+                *run = if i == 0 {
+                    totals[b]
+                } else {
+                    run.add(totals[b])
+                };
+                p
+            }),
         }
     }
 }
@@ -396,7 +428,7 @@ fn fold_tail<T: Sum>(rest: &[T], totals: &mut Vec<T>) {
 /// prefetch takes the line-fill buffers the streaming stores need.
 fn walk_blocks<T: Sum>(
     x: &[T],
-    prev: &[Option<T>],
+    prev: Prevs<'_, T>,
     out: &mut [T],
     next: &[T],
     next_totals: &mut Vec<T>,
@@ -408,6 +440,7 @@ fn walk_blocks<T: Sum>(
         None => r,
     };
     let mut at = 0;
+    let mut run = T::default();
     let mut groups = x
         .chunks_exact(FAN * LANES)
         .zip(out.chunks_exact_mut(FAN * LANES));
@@ -415,7 +448,7 @@ fn walk_blocks<T: Sum>(
         if let Some(ng) = next_groups.next() {
             fold_group(ng, next_totals);
         }
-        let p: [Option<T>; LANES] = std::array::from_fn(|j| prev[at + j]);
+        let p = prev.group(at, &mut run);
         if p.iter().all(Option::is_some) {
             let p = p.map(|p| p.unwrap_or_default());
             if T::walk_group(g, &p, o) {
@@ -440,6 +473,11 @@ fn walk_blocks<T: Sum>(
     }
     fold_tail(next_groups.remainder(), next_totals);
     let done = at * FAN;
+    let Prevs::Listed(prev) = prev else {
+        // A whole chunk is whole groups.
+        debug_assert!(done == x.len());
+        return;
+    };
     for (b, (xb, ob)) in x[done..]
         .chunks(FAN)
         .zip(out[done..].chunks_mut(FAN))
@@ -500,22 +538,29 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) -> bool {
         }
         while let Some(c) = cur {
             let xc = chunk(c);
-            if xc.len() == len {
-                // A whole chunk hands on its 32 folds of 32 totals; its own first-level
-                // elements are worked out after.
-                let folds: Vec<T> = totals
+            let (folds, above);
+            let prevs = if xc.len() == len {
+                // A whole chunk hands on its folds of 32 totals; what its own blocks are
+                // combined after is worked out during its walk.
+                folds = totals
                     .chunks(FAN)
                     .map(|r| r[1..].iter().fold(r[0], |a, &t| a.add(t)))
-                    .collect();
+                    .collect::<Vec<T>>();
                 if !wait(c) {
                     return;
                 }
-                let (before, above) = state
+                let before;
+                (before, above) = state
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .hand_on(&folds);
                 handed.store(c + 1, Ordering::Release);
-                chunk_prevs(&totals, (before, &above), &mut prev);
+                Prevs::Runs {
+                    totals: &totals,
+                    folds: &folds,
+                    before,
+                    above: &above,
+                }
             } else {
                 if !wait(c) {
                     return;
@@ -525,12 +570,13 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) -> bool {
                     .unwrap_or_else(|e| e.into_inner())
                     .push_all(&totals, &mut prev);
                 handed.store(c + 1, Ordering::Release);
-            }
+                Prevs::Listed(&prev)
+            };
             let next = claim();
             let mut o = outs[c].lock().unwrap_or_else(|e| e.into_inner());
             walk_blocks(
                 xc,
-                &prev,
+                prevs,
                 &mut o,
                 next.map_or(&[][..], chunk),
                 &mut next_totals,
