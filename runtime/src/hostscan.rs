@@ -363,29 +363,33 @@ impl<T: Sum> Prevs<'_, T> {
                 None => r,
             })
         };
+        let mut p = [None; LANES];
         match *self {
-            Prevs::Listed(l) => std::array::from_fn(|j| l[b0 + j]),
+            Prevs::Listed(l) => p.copy_from_slice(&l[b0..b0 + LANES]),
             Prevs::Runs {
                 totals,
                 folds,
                 before,
                 above,
-            } => std::array::from_fn(|j| {
-                let b = b0 + j;
-                let (r, i) = (b / FAN, b % FAN);
-                let p = match (i, r) {
-                    (0, 0) => before,
-                    (0, _) => put(above[r - 1], folds[r - 1]),
-                    _ => put(above[r], *run),
-                };
-                *run = if i == 0 {
-                    totals[b]
-                } else {
-                    run.add(totals[b])
-                };
-                p
-            }),
+            } => {
+                // A plain loop: `array::from_fn`'s closure was not inlined.
+                for (j, p) in p.iter_mut().enumerate() {
+                    let b = b0 + j;
+                    let (r, i) = (b / FAN, b % FAN);
+                    *p = match (i, r) {
+                        (0, 0) => before,
+                        (0, _) => put(above[r - 1], folds[r - 1]),
+                        _ => put(above[r], *run),
+                    };
+                    *run = if i == 0 {
+                        totals[b]
+                    } else {
+                        run.add(totals[b])
+                    };
+                }
+            }
         }
+        p
     }
 }
 
@@ -401,8 +405,9 @@ fn fold_blocks<T: Sum>(x: &[T], totals: &mut Vec<T>) {
 
 /// Appends the folds of the [`LANES`] blocks of group `g` to `totals`.
 fn fold_group<T: Sum>(g: &[T], totals: &mut Vec<T>) {
-    let mut acc: [T; LANES] = std::array::from_fn(|j| g[j * FAN]);
+    let mut acc = [T::default(); LANES];
     if !T::fold_group(g, &mut acc) {
+        acc = std::array::from_fn(|j| g[j * FAN]);
         for i in 1..FAN {
             for (j, a) in acc.iter_mut().enumerate() {
                 *a = a.add(g[j * FAN + i]);
