@@ -5,7 +5,7 @@
 //! The order: elements in blocks of [`FAN`]; element `i` of block `b` is the fold of the
 //! block up to `i`, left to right, combined after element `b − 1` of the inclusive scan (in
 //! this same order) of the blocks' totals. `Levels` computes that scan of the totals as
-//! they arrive, one level per fan-in; a chunk of whole blocks (at most [`CHUNK_BYTES`]) is read
+//! they arrive, one level per fan-in; a chunk of whole blocks (at most `CHUNK_BYTES`) is read
 //! once from memory to fold its blocks, hands its folds of 32 block totals through the levels in
 //! chunk order, and is walked again from the cache to write the results. Each result is the same expression
 //! the kernels evaluate, so the bits are the same as every other device's.
