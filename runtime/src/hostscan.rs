@@ -5,10 +5,11 @@
 //! The order: elements in blocks of [`FAN`]; element `i` of block `b` is the fold of the
 //! block up to `i`, left to right, combined after element `b − 1` of the inclusive scan (in
 //! this same order) of the blocks' totals. `Levels` computes that scan of the totals as
-//! they arrive, one level per fan-in; a chunk of whole blocks (at most `CHUNK_BYTES`) is read
-//! once from memory to fold its blocks, hands its folds of 32 block totals through the levels in
-//! chunk order, and is walked again from the cache to write the results. Each result is the same expression
-//! the kernels evaluate, so the bits are the same as every other device's.
+//! they arrive, one level per fan-in; a chunk of whole blocks (at most `CHUNK_BYTES`) is
+//! read once from memory to fold its blocks, hands its folds of 32 block totals through
+//! the levels in chunk order, and is walked again from the cache to write the results.
+//! Each result is the same expression the kernels evaluate, so the bits are the same as
+//! every other device's.
 
 use crate::buffer::HostBuffer;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -25,13 +26,14 @@ pub const FAN: usize = 32;
 /// eighteenth session): each chunk restarts the hardware prefetchers' streams.
 const CHUNK_BYTES: usize = 1 << 20;
 
-/// Fewest elements in a chunk: 1,024 blocks, one block of the third level.
+/// Fewest elements in a chunk: 1,024 blocks, whose 1,024 totals are one block of the
+/// second level.
 const MIN_CHUNK: usize = FAN * FAN * FAN;
 
 /// Elements per chunk of a scan of `n` elements of `T` on `threads` threads: a power of
-/// two from [`MIN_CHUNK`] up to [`CHUNK_BYTES`], small enough to give each thread about
-/// four chunks (so mid-sized scans still use every thread). A multiple of `FAN * FAN`, as
-/// [`Levels::hand_on`] needs.
+/// two from [`MIN_CHUNK`] up to [`CHUNK_BYTES`], small enough to give each thread two to
+/// four chunks (more once chunks reach `CHUNK_BYTES`), so that mid-sized scans still use
+/// every thread. A multiple of `FAN * FAN`, as [`Levels::hand_on`] needs.
 fn chunk_len<T>(n: usize, threads: usize) -> usize {
     let most = (CHUNK_BYTES / std::mem::size_of::<T>()).max(MIN_CHUNK);
     (n / (4 * threads.max(1)))
@@ -426,7 +428,7 @@ fn fold_tail<T: Sum>(rest: &[T], totals: &mut Vec<T>) {
 }
 
 /// Writes the scan of `x`'s blocks into `out`: each block's running fold, combined after
-/// `prev[b]` where given — and, group by group beside it, folds the blocks of `next` (the
+/// what `prev` gives for block `b` (nothing for the scan's first block) — and, group by group beside it, folds the blocks of `next` (the
 /// chunk this thread walks next) into `next_totals`. So one loop reads `next` from memory
 /// as a stream while `x` (folded before, so in the cache) goes out as another, as a copy
 /// loop does: the hardware prefetchers see two sequential streams, and no software
@@ -532,7 +534,7 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) -> bool {
     let claimed = AtomicUsize::new(0);
     let claim = || Some(claimed.fetch_add(1, Ordering::Relaxed)).filter(|&c| c < chunks);
     // Workers take turns along the chunks (chunk `c + 1` is folded by another worker while
-    // this one walks `c`). Each claims its next chunk before it walks the current one and
+    // this one walks `c`, or by this one during that walk when it runs alone). Each claims its next chunk before it walks the current one and
     // folds it during the walk ([`walk_blocks`]): it hands that chunk on only after the
     // walk, and nothing it waits for is claimed after it, so the waits end.
     let work = |_: usize| {
