@@ -422,17 +422,21 @@ fn fold_group<T: Sum>(g: &[T], totals: &mut Vec<T>) {
 /// Appends the folds of the blocks of `rest` (fewer than a group; the last may be short)
 /// to `totals`.
 fn fold_tail<T: Sum>(rest: &[T], totals: &mut Vec<T>) {
-    for b in rest.chunks(FAN) {
-        totals.push(b[1..].iter().fold(b[0], |a, &v| a.add(v)));
-    }
+    totals.extend(rest.chunks(FAN).map(fold));
+}
+
+/// The fold of `xs` (not empty), left to right.
+fn fold<T: Sum>(xs: &[T]) -> T {
+    xs[1..].iter().fold(xs[0], |a, &v| a.add(v))
 }
 
 /// Writes the scan of `x`'s blocks into `out`: each block's running fold, combined after
-/// what `prev` gives for block `b` (nothing for the scan's first block) — and, group by group beside it, folds the blocks of `next` (the
-/// chunk this thread walks next) into `next_totals`. So one loop reads `next` from memory
-/// as a stream while `x` (folded before, so in the cache) goes out as another, as a copy
-/// loop does: the hardware prefetchers see two sequential streams, and no software
-/// prefetch takes the line-fill buffers the streaming stores need.
+/// what `prev` gives for block `b` (nothing for the scan's first block) — and, group by
+/// group beside it, folds the blocks of `next` (the chunk this thread walks next) into
+/// `next_totals`. So one loop reads `next` from memory as a stream while `x` (folded
+/// before, so in the cache) goes out as another, as a copy loop does: the hardware
+/// prefetchers see two sequential streams, and no software prefetch takes the line-fill
+/// buffers the streaming stores need.
 fn walk_blocks<T: Sum>(
     x: &[T],
     prev: Prevs<'_, T>,
@@ -534,9 +538,10 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) -> bool {
     let claimed = AtomicUsize::new(0);
     let claim = || Some(claimed.fetch_add(1, Ordering::Relaxed)).filter(|&c| c < chunks);
     // Workers take turns along the chunks (chunk `c + 1` is folded by another worker while
-    // this one walks `c`, or by this one during that walk when it runs alone). Each claims its next chunk before it walks the current one and
-    // folds it during the walk ([`walk_blocks`]): it hands that chunk on only after the
-    // walk, and nothing it waits for is claimed after it, so the waits end.
+    // this one walks `c`, or by this one during that walk when it runs alone). Each claims
+    // its next chunk before it walks the current one and folds it during the walk
+    // ([`walk_blocks`]): it hands that chunk on only after the walk, and nothing it waits
+    // for is claimed after it, so the waits end.
     let work = |_: usize| {
         let (mut totals, mut next_totals, mut prev) = (Vec::new(), Vec::new(), Vec::new());
         let mut cur = claim();
@@ -549,10 +554,7 @@ fn scan_planes<T: Sum>(x: &[T], out: &mut [T], threads: usize) -> bool {
             let prevs = if xc.len() == len {
                 // A whole chunk hands on its folds of 32 totals; what its own blocks are
                 // combined after is worked out during its walk.
-                folds = totals
-                    .chunks(FAN)
-                    .map(|r| r[1..].iter().fold(r[0], |a, &t| a.add(t)))
-                    .collect::<Vec<T>>();
+                folds = totals.chunks(FAN).map(fold).collect::<Vec<T>>();
                 if !wait(c) {
                     return;
                 }
